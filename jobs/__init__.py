@@ -1,0 +1,1 @@
+"""The Acurio app: analysis jobs, report runs, the durable pipeline, worker and sweeper."""

@@ -1,0 +1,1 @@
+"""A durable-workflow engine on PostgreSQL (see DESIGN.md, "The durable engine")."""

@@ -1,0 +1,1 @@
+"""Storage of the durable engine: workflow instances and their step checkpoints."""
