@@ -26,8 +26,22 @@ def _children() -> list[tuple[str, list[str]]]:
     return [
         (
             "web",
-            [py, "-m", "gunicorn", "acurio.wsgi", "--bind", f"{HOST}:{PORT}", "--workers", "2",
-             "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "10"],
+            [
+                py,
+                "-m",
+                "gunicorn",
+                "acurio.wsgi",
+                "--bind",
+                f"{HOST}:{PORT}",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "--access-logfile",
+                "-",
+                "--graceful-timeout",
+                "10",
+            ],
         ),
         ("worker", [py, manage, "worker"]),
         ("sweeper", [py, manage, "sweeper"]),
@@ -73,15 +87,18 @@ def main() -> int:
     for name, cmd in _children():
         # Own process group: a terminal's Ctrl-C reaches only us, and we stop children in order.
         procs[name] = subprocess.Popen(cmd, cwd=BASE_DIR, start_new_session=True)
-    print(f"acurio: web on http://{HOST}:{PORT}/ (worker and sweeper running); Ctrl-C stops all",
-          flush=True)
+    print(
+        f"acurio: web on http://{HOST}:{PORT}/ (worker and sweeper running); Ctrl-C stops all",
+        flush=True,
+    )
 
     exit_code = 0
     while not stopping:
         for name, proc in procs.items():
             if proc.poll() is not None:
-                print(f"acurio: {name} exited with {proc.returncode}; stopping the rest",
-                      flush=True)
+                print(
+                    f"acurio: {name} exited with {proc.returncode}; stopping the rest", flush=True
+                )
                 exit_code = 1
                 stopping = True
                 break

@@ -9,7 +9,15 @@ from .models import AnalysisJob, AnalysisRun, JobCitation, RunEvent, SweeperHear
 
 @admin.register(AnalysisJob)
 class AnalysisJobAdmin(admin.ModelAdmin):
-    list_display = ["id", "filename", "owner", "status", "progress_step", "created_at", "finished_at"]
+    list_display = [
+        "id",
+        "filename",
+        "owner",
+        "status",
+        "progress_step",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["status"]
     search_fields = ["filename", "owner__username"]
     exclude = ["upload", "library", "doc_html"]

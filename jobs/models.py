@@ -195,13 +195,20 @@ class AnalysisRun(models.Model):
     error = models.TextField(blank=True, default="")
     # NULL is meaningful: a legacy row from before saved_by existed (counts as client).
     saved_by = models.CharField(  # noqa: DJ001
-        max_length=8, choices=SavedBy.choices, null=True, blank=True,
+        max_length=8,
+        choices=SavedBy.choices,
+        null=True,
+        blank=True,
         help_text="Who saved this row; NULL for legacy rows, which count as client.",
     )
     saved_at = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(default=timezone.now)
     judged_job = models.ForeignKey(
-        AnalysisJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        AnalysisJob,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
         help_text="The job whose content the judge assessed.",
     )
     judgment = models.JSONField(null=True, blank=True)
@@ -306,7 +313,9 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.CheckConstraint(condition=Q(kind__in=RunEventKind.values), name="runevent_kind_valid")
+            models.CheckConstraint(
+                condition=Q(kind__in=RunEventKind.values), name="runevent_kind_valid"
+            )
         ]
         indexes = [
             # The dashboard's counts and charts: WHERE kind = ? AND created_at >= now() - window.

@@ -59,13 +59,30 @@ def make_job(user):
                 "document": filename,
                 "style": "apa",
                 "citations": [
-                    {"text": "(Smith, 2020)", "keys": [{"author": "Smith", "year": "2020"}],
-                     "verdict": "verified", "references": [0]}
+                    {
+                        "text": "(Smith, 2020)",
+                        "keys": [{"author": "Smith", "year": "2020"}],
+                        "verdict": "verified",
+                        "references": [0],
+                    }
                 ],
-                "references": [{"text": "Smith, J. (2020). A study.", "verdict": "cited",
-                                "doi": None, "doi_valid": None, "library": "unchecked"}],
-                "summary": {"verified": 1, "missing_reference": 0, "year_mismatch": 0,
-                            "author_mismatch": 0, "ambiguous": 0, "uncited": 0},
+                "references": [
+                    {
+                        "text": "Smith, J. (2020). A study.",
+                        "verdict": "cited",
+                        "doi": None,
+                        "doi_valid": None,
+                        "library": "unchecked",
+                    }
+                ],
+                "summary": {
+                    "verified": 1,
+                    "missing_reference": 0,
+                    "year_mismatch": 0,
+                    "author_mismatch": 0,
+                    "ambiguous": 0,
+                    "uncited": 0,
+                },
             }
         fields.setdefault("finished_at", timezone.now() if terminal else None)
         return AnalysisJob.objects.create(

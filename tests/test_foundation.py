@@ -22,7 +22,11 @@ def run_manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL")}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
-        cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -78,8 +82,14 @@ def test_runs_list_shows_only_own_runs(user_client, make_job, other_user):
     theirs = make_job(owner=other_user, filename="theirs.docx")
     for job in (mine, theirs):
         AnalysisRun.objects.create(
-            id=job.run_id, owner=job.owner, job=job, document=job.filename,
-            status=job.status, doc_html=job.doc_html, report=job.results, saved_by="worker",
+            id=job.run_id,
+            owner=job.owner,
+            job=job,
+            document=job.filename,
+            status=job.status,
+            doc_html=job.doc_html,
+            report=job.results,
+            saved_by="worker",
         )
     content = user_client.get(reverse("runs")).content
     assert b"mine.docx" in content
@@ -113,7 +123,11 @@ def test_saved_by_is_constrained(make_job):
     job = make_job()
     with pytest.raises(IntegrityError):
         AnalysisRun.objects.create(
-            id=job.run_id, owner=job.owner, job=job, document="x", status="complete",
+            id=job.run_id,
+            owner=job.owner,
+            job=job,
+            document="x",
+            status="complete",
             saved_by="robot",
         )
 
@@ -142,7 +156,10 @@ def test_ghost_query_uses_the_partial_index(make_job):
     from django.db import connection
 
     sql, params = (
-        AnalysisJob.objects.ghosts(120).order_by("updated_at").values("id")[:50].query.sql_with_params()
+        AnalysisJob.objects.ghosts(120)
+        .order_by("updated_at")
+        .values("id")[:50]
+        .query.sql_with_params()
     )
     with connection.cursor() as cur:
         cur.execute("SET LOCAL enable_seqscan = off")
