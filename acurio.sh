@@ -52,8 +52,13 @@ case "$cmd" in
     ensure_venv requirements-dev.txt
     exec .venv/bin/python -m pytest "$@"
     ;;
+  exec)
+    # Run a command inside the development environment (used by .ci/run: ruff, manage.py).
+    ensure_venv requirements-dev.txt
+    PATH="$PWD/.venv/bin:$PATH" exec "$@"
+    ;;
   *)
-    echo "usage: ./acurio.sh start | test [pytest args]" >&2
+    echo "usage: ./acurio.sh start | test [pytest args] | exec CMD..." >&2
     exit 2
     ;;
 esac

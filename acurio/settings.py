@@ -90,6 +90,8 @@ if env.str("DATABASE_URL", default=""):
         _fatal(f"DATABASE_URL is not a valid database URL ({exc})")
     if _db.get("ENGINE") != "django.db.backends.postgresql":
         _fatal("DATABASE_URL must point at PostgreSQL (postgres://user@host:port/name)")
+elif env.bool("ACURIO_REQUIRE_DATABASE_URL", default=False):
+    _fatal("DATABASE_URL must be set (this deployment does not use the embedded PostgreSQL)")
 else:
     from acurio.embedded import EmbeddedDatabaseError, database_url
 

@@ -1,0 +1,267 @@
+"""Walk sanitised HTML into blocks (paragraphs, headings, list items, table rows).
+
+The stored ``doc_html`` is the single source both for parsing (which needs each paragraph's plain
+text) and for the report page (which marks every citation in place). Both read it through this
+walker, so a citation's ``(paragraph, start, end)`` computed by the parser points at the same
+characters when the annotator puts a ``<mark>`` around them.
+"""
+
+from __future__ import annotations
+
+import html
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+from .text import normalize
+
+BLOCK_TAGS = frozenset(
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "body",
+        "caption",
+        "dd",
+        "div",
+        "dl",
+        "dt",
+        "figcaption",
+        "figure",
+        "footer",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "table",
+        "tbody",
+        "td",
+        "tfoot",
+        "th",
+        "thead",
+        "tr",
+        "ul",
+    }
+)
+VOID_TAGS = frozenset({"br", "hr", "img", "wbr", "col", "area", "input", "meta", "link", "source"})
+HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+# Footnote reference numbers inserted by extraction; they are not part of the prose.
+SKIP_CLASS = "fnref"
+
+
+@dataclass
+class Block:
+    """One paragraph-like unit of the document, with its normalised text."""
+
+    index: int
+    tag: str
+    text: str
+    number: int | None = None  # position in an ordered list, if it is an <ol> item
+    # (event index or -1 for a synthetic separator, text) pieces; only kept for annotation.
+    pieces: list[tuple[int, str]] = field(default_factory=list, repr=False)
+
+    @property
+    def is_heading(self) -> bool:
+        return self.tag in HEADINGS
+
+
+class _Walker(HTMLParser):
+    def __init__(self, keep_events: bool) -> None:
+        super().__init__(convert_charrefs=True)
+        self.keep_events = keep_events
+        self.events: list[tuple] = []
+        self.blocks: list[Block] = []
+        self.stack: list[tuple[str, bool]] = []  # (tag, skipped)
+        self.block_tags: list[str] = []
+        self.lists: list[list] = []  # [tag, counter]
+        self.pieces: list[tuple[int, str]] = []
+        self.cur_tag = "p"
+        self.cur_number: int | None = None
+        self.skip_depth = 0
+        self.in_row = 0
+
+    # -- block bookkeeping
+    def _flush(self) -> None:
+        if self.pieces:
+            raw = "".join(t for _, t in self.pieces)
+            text = normalize(raw)
+            if text:
+                self.blocks.append(
+                    Block(
+                        index=len(self.blocks),
+                        tag=self.cur_tag,
+                        text=text,
+                        number=self.cur_number,
+                        pieces=self.pieces if self.keep_events else [],
+                    )
+                )
+            self.pieces = []
+
+    def _event(self, ev: tuple) -> int:
+        if self.keep_events:
+            self.events.append(ev)
+            return len(self.events) - 1
+        return -1
+
+    # -- HTMLParser hooks
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._event(("start", tag, attrs))
+        if tag in VOID_TAGS:
+            if tag == "br" and not self.skip_depth:
+                self.pieces.append((-1, "\n"))
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        skipped = SKIP_CLASS in classes
+        self.stack.append((tag, skipped))
+        if skipped:
+            self.skip_depth += 1
+            return
+        if tag in ("td", "th") and self.in_row:
+            # Cells of one row form one block: a numbered reference table reads "[1] Author...".
+            self.pieces.append((-1, " "))
+            return
+        if tag in BLOCK_TAGS:
+            self._flush()
+            if tag == "tr":
+                self.in_row += 1
+            if tag in ("ol", "ul"):
+                start = dict(attrs).get("start")
+                counter = int(start) - 1 if start and start.strip().lstrip("-").isdigit() else 0
+                self.lists.append([tag, counter])
+            self.block_tags.append(tag)
+            self.cur_tag = tag
+            self.cur_number = None
+            if tag == "li" and self.lists:
+                lst = self.lists[-1]
+                value = dict(attrs).get("value")
+                if value and value.strip().lstrip("-").isdigit():
+                    lst[1] = int(value)
+                else:
+                    lst[1] += 1
+                if lst[0] == "ol":
+                    self.cur_number = lst[1]
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._event(("start", tag, attrs))
+        if tag == "br" and not self.skip_depth:
+            self.pieces.append((-1, "\n"))
+
+    def handle_endtag(self, tag: str) -> None:
+        self._event(("end", tag))
+        if tag in VOID_TAGS:
+            return
+        # Tolerate mis-nesting: close up to the matching open tag, if there is one.
+        if not any(t == tag for t, _ in self.stack):
+            return
+        while self.stack:
+            t, skipped = self.stack.pop()
+            if skipped:
+                self.skip_depth -= 1
+                if t == tag:
+                    return
+                continue
+            if t in ("td", "th") and self.in_row:
+                if t == tag:
+                    return
+                continue
+            if t in BLOCK_TAGS:
+                self._flush()
+                if t == "tr":
+                    self.in_row -= 1
+                if t in ("ol", "ul") and self.lists:
+                    self.lists.pop()
+                if self.block_tags:
+                    self.block_tags.pop()
+                self.cur_tag = self.block_tags[-1] if self.block_tags else "p"
+                self.cur_number = None
+            if t == tag:
+                return
+
+    def handle_data(self, data: str) -> None:
+        idx = self._event(("data", data))
+        if not self.skip_depth:
+            self.pieces.append((idx, data))
+
+    def close(self) -> None:
+        super().close()
+        self._flush()
+
+
+def walk(doc_html: str, *, keep_events: bool = False) -> tuple[list[Block], list[tuple]]:
+    """Split ``doc_html`` into blocks; with ``keep_events`` also return the parse events."""
+    w = _Walker(keep_events)
+    w.feed(doc_html)
+    w.close()
+    return w.blocks, w.events
+
+
+def html_blocks(doc_html: str) -> list[Block]:
+    """The blocks of ``doc_html`` in document order."""
+    return walk(doc_html)[0]
+
+
+def serialize_start(tag: str, attrs: list[tuple[str, str | None]]) -> str:
+    parts = [tag]
+    for name, value in attrs:
+        if value is None:
+            parts.append(name)
+        else:
+            parts.append(f'{name}="{html.escape(value, quote=True)}"')
+    return "<" + " ".join(parts) + ">"
+
+
+def serialize(events: list[tuple], inserts: dict[int, list[tuple[int, int, str, str]]]) -> str:
+    """Rebuild HTML from parse events, wrapping ranges of data events.
+
+    ``inserts`` maps a data event index to ``(start, end, open_tag, close_tag)`` ranges, sorted
+    and non-overlapping.
+    """
+    out: list[str] = []
+    for i, ev in enumerate(events):
+        kind = ev[0]
+        if kind == "start":
+            out.append(serialize_start(ev[1], ev[2]))
+        elif kind == "end":
+            if ev[1] not in VOID_TAGS:
+                out.append(f"</{ev[1]}>")
+        else:
+            data = ev[1]
+            ranges = inserts.get(i)
+            if not ranges:
+                out.append(html.escape(data, quote=False))
+                continue
+            pos = 0
+            for start, end, open_tag, close_tag in ranges:
+                out.append(html.escape(data[pos:start], quote=False))
+                out.append(open_tag)
+                out.append(html.escape(data[start:end], quote=False))
+                out.append(close_tag)
+                pos = end
+            out.append(html.escape(data[pos:], quote=False))
+    return "".join(out)
+
+
+def piece_offsets(pieces: list[tuple[int, str]]) -> list[int]:
+    """Start offset of each piece in the block's raw text."""
+    offs = []
+    pos = 0
+    for _, t in pieces:
+        offs.append(pos)
+        pos += len(t)
+    return offs
+
+
+def locate(offsets: list[int], raw_pos: int) -> int:
+    """Index of the piece that holds raw position ``raw_pos``."""
+    return bisect_right(offsets, raw_pos) - 1

@@ -1,0 +1,328 @@
+"""Rebuild paragraphs from a PDF's positioned text.
+
+A PDF has no paragraphs, only glyph runs at coordinates. pypdf reports each run with its text
+matrix; from those we rebuild lines, drop running headers and page-number footers, put the
+columns of a two-column page in reading order, and join lines into paragraphs using the cues a
+reader uses: a larger gap, a first-line indent or a hanging indent, a change of font size.
+Line-end hyphenation and ligatures are undone later by :mod:`jobs.analysis.text`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .errors import AnalysisInputError
+from .text import normalize
+
+MAX_PAGES = 3000
+MAX_CHARS = 30_000_000
+
+_PAGE_NUMBER = re.compile(
+    r"^[\W_]*(?:page|seite|p\.|s\.)?\s*(?:\d{1,4}|[ivxlcdm]{1,7})"
+    r"(?:\s*(?:of|von|/)\s*\d{1,4})?[\W_]*$",
+    re.IGNORECASE,
+)
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass
+class Line:
+    page: int
+    x0: float
+    y: float
+    size: float
+    text: str
+    x1: float
+    column: int = 0
+
+    @property
+    def est_width(self) -> float:
+        return self.x1 - self.x0
+
+
+def _open(data: bytes):
+    import pypdf
+    from pypdf.errors import PdfReadError
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            # Permission-only encryption opens with the empty password; anything else needs one.
+            try:
+                ok = reader.decrypt("")
+            except Exception as exc:  # unsupported algorithm, broken /Encrypt dictionary
+                raise AnalysisInputError(
+                    "The PDF is encrypted and cannot be opened. Remove the password and upload it again."
+                ) from exc
+            if not ok:
+                raise AnalysisInputError(
+                    "The PDF is password-protected. Remove the password and upload it again."
+                )
+        pages = reader.pages
+        n = len(pages)
+    except AnalysisInputError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+        raise AnalysisInputError("The PDF is damaged and cannot be read.") from exc
+    except Exception as exc:  # pypdf raises a wide range of errors on corrupt files
+        raise AnalysisInputError("The PDF is damaged and cannot be read.") from exc
+    if n == 0:
+        raise AnalysisInputError("The PDF has no pages.")
+    if n > MAX_PAGES:
+        raise AnalysisInputError(f"The PDF has {n} pages; at most {MAX_PAGES} are supported.")
+    return reader
+
+
+def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
+    items: list[tuple[float, float, float, str]] = []
+
+    def visit(text, cm, tm, font_dict, font_size):
+        if not text or not text.strip("\n"):
+            return
+        x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
+        y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
+        scale = abs(tm[3] * cm[3]) or abs(tm[0] * cm[0]) or 1.0
+        items.append((x, y, float(font_size) * scale, text))
+
+    page.extract_text(visitor_text=visit)
+    box = page.mediabox
+    width, height = float(box.width), float(box.height)
+    lines: list[Line] = []
+    cur: list[tuple[float, float, float, str]] = []
+
+    def close() -> None:
+        if not cur:
+            return
+        text = "".join(t for *_, t in cur).replace("\n", " ").strip()
+        if text:
+            sizes = Counter()
+            for _, _, s, t in cur:
+                sizes[round(s, 1)] += len(t)
+            size = sizes.most_common(1)[0][0]
+            last = cur[-1]
+            x1 = last[0] + len(last[3].rstrip()) * last[2] * 0.5
+            lines.append(Line(page_no, cur[0][0], cur[0][1], size, text, x1))
+        cur.clear()
+
+    for it in items:
+        if cur:
+            ref = cur[-1]
+            # A new baseline, or a jump back to the left, starts a new line.
+            if abs(it[1] - ref[1]) > 0.4 * max(ref[2], 1.0) or it[0] < ref[0] - 1 and (
+                abs(it[1] - ref[1]) > 0.1
+            ):
+                close()
+        cur.append(it)
+    close()
+    return lines, width, height
+
+
+def _strip_furniture(pages: list[list[Line]], body_size: float, height: float) -> None:
+    """Remove running headers and footers in place.
+
+    A candidate is the top or bottom line of a page, lying in the outer band; it goes if it looks
+    like a page number, if its text (digits aside) recurs in the same place on several pages, or,
+    at the top, if it is set smaller than the body text.
+    """
+    top_band, bottom_band = height * 0.9, height * 0.1
+    keys: Counter[tuple[str, str]] = Counter()
+    for lines in pages:
+        if not lines:
+            continue
+        top = max(lines, key=lambda ln: ln.y)
+        bottom = min(lines, key=lambda ln: ln.y)
+        keys["t", _DIGITS.sub("#", top.text)] += 1
+        keys["b", _DIGITS.sub("#", bottom.text)] += 1
+    for lines in pages:
+        for _ in range(2):  # a header and a page number may both sit on top
+            if not lines:
+                break
+            drop = []
+            top = max(lines, key=lambda ln: ln.y)
+            bottom = min(lines, key=lambda ln: ln.y)
+            for where, cand in (("t", top), ("b", bottom)):
+                if where == "t" and cand.y < top_band:
+                    continue
+                if where == "b" and cand.y > bottom_band:
+                    continue
+                key = _DIGITS.sub("#", cand.text)
+                if (
+                    _PAGE_NUMBER.match(cand.text)
+                    or keys[where, key] >= 3
+                    or (where == "t" and cand.size < body_size - 0.4 and len(lines) > 3)
+                ):
+                    drop.append(cand)
+            if not drop:
+                break
+            for d in drop:
+                if d in lines:
+                    lines.remove(d)
+
+
+def _order_columns(lines: list[Line], width: float) -> list[Line]:
+    mid = width / 2
+    right = [ln for ln in lines if ln.x0 > mid - 10]
+    left_narrow = [ln for ln in lines if ln.x0 < mid and ln.x1 < mid + 20]
+    if len(right) < 4 or len(left_narrow) < 4:
+        return lines
+    for ln in lines:
+        ln.column = 1 if ln.x0 > mid - 10 else 0
+    # Stable sort keeps the content-stream order inside each column.
+    return sorted(lines, key=lambda ln: ln.column)
+
+
+def _mode_x(xs: list[float]) -> float:
+    return Counter(round(x) for x in xs).most_common(1)[0][0]
+
+
+def _layouts(lines: list[Line]) -> dict[float, tuple[str, float]]:
+    """Per font size: 'hanging', 'indent' or 'flat', with the modal left edge."""
+    by_size: dict[float, list[Line]] = {}
+    for ln in lines:
+        by_size.setdefault(ln.size, []).append(ln)
+    out: dict[float, tuple[str, float]] = {}
+    for size, group in by_size.items():
+        # Left edges relative to the column start, so both columns of a page count together.
+        xs = Counter(round(ln.x0 - (ln.column and _col_start(group, 1))) for ln in group)
+        mode, mode_n = xs.most_common(1)[0]
+        left = sum(n for x, n in xs.items() if 4 <= mode - x <= 45)
+        right = sum(n for x, n in xs.items() if 4 <= x - mode <= 45)
+        kind = "flat"
+        if left >= max(2, 0.15 * mode_n) and left >= right:
+            kind = "hanging"
+        elif right >= max(2, 0.05 * mode_n):
+            kind = "indent"
+        out[size] = (kind, float(mode))
+    return out
+
+
+_col_cache: dict[int, float] = {}
+
+
+def _col_start(group: list[Line], column: int) -> float:
+    xs = [ln.x0 for ln in group if ln.column == column]
+    return min(xs) - min(ln.x0 for ln in group) if xs else 0.0
+
+
+def _modal_gaps(lines: list[Line]) -> dict[float, float]:
+    gaps: dict[float, Counter] = {}
+    for a, b in zip(lines, lines[1:], strict=False):
+        if a.page == b.page and a.column == b.column and a.size == b.size:
+            g = round(a.y - b.y, 1)
+            if g > 0:
+                gaps.setdefault(a.size, Counter())[g] += 1
+    return {s: c.most_common(1)[0][0] for s, c in gaps.items()}
+
+
+_SENTENCE_END = re.compile(r"[.!?:;)\]\"”’']$")
+
+
+def _joins(a: Line, b: Line, layouts, gaps, col_right: float) -> bool:
+    """Whether line ``b`` continues the paragraph of line ``a``."""
+    if abs(a.size - b.size) > 0.3:
+        return False
+    kind, mode = layouts.get(a.size, ("flat", a.x0))
+    same_flow = a.page == b.page and a.column == b.column
+    if same_flow:
+        gap = a.y - b.y
+        normal = gaps.get(a.size, gap)
+        if gap > normal * 1.2 + 0.5 or gap < -1:
+            return False
+        dx = b.x0 - a.x0
+        if kind == "hanging":
+            return dx > -2
+        if kind == "indent":
+            return dx < 2
+        return abs(dx) <= 2
+    # A page or column break: no gap to go by, so use the indents and the line lengths.
+    if kind == "hanging":
+        return b.x0 - (b.column and 0) >= a.x0 - 2 if False else _at_mode(b, mode, layouts)
+    if kind == "indent":
+        return _at_mode(b, mode, layouts)
+    short = a.x1 < col_right - 0.15 * max(col_right - a.x0, 1)
+    return not (short and _SENTENCE_END.search(a.text))
+
+
+def _at_mode(line: Line, mode: float, layouts) -> bool:
+    # Continuation lines sit at the modal left edge (relative to their column).
+    return abs(line.x0 - mode) <= 3 or (line.column == 1 and line.x0 > mode + 45)
+
+
+def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
+    """The PDF's text as ``(kind, text)`` paragraphs in reading order; kind is 'h' or 'p'."""
+    reader = _open(data)
+    pages: list[list[Line]] = []
+    width = height = 0.0
+    total = 0
+    try:
+        for i, page in enumerate(reader.pages):
+            lines, width, height = _page_lines(page, i)
+            total += sum(len(ln.text) for ln in lines)
+            if total > MAX_CHARS:
+                raise AnalysisInputError("The PDF holds more text than a thesis can; not analysed.")
+            pages.append(lines)
+    except AnalysisInputError:
+        raise
+    except Exception as exc:  # corrupt content streams surface only while reading pages
+        raise AnalysisInputError("The PDF is damaged and its text cannot be read.") from exc
+    sizes: Counter[float] = Counter()
+    for lines in pages:
+        for ln in lines:
+            sizes[ln.size] += len(ln.text)
+    if not sizes:
+        raise AnalysisInputError(
+            "The PDF contains no extractable text (is it a scan?). Upload a PDF with a text layer."
+        )
+    body_size = sizes.most_common(1)[0][0]
+    _strip_furniture(pages, body_size, height or 842.0)
+    ordered: list[Line] = []
+    for lines in pages:
+        ordered.extend(_order_columns(lines, width or 595.0))
+    if not ordered:
+        raise AnalysisInputError("The PDF contains no extractable text.")
+    layouts = _layouts(ordered)
+    gaps = _modal_gaps(ordered)
+    col_right: dict[tuple[int, int], float] = {}
+    for ln in ordered:
+        key = (ln.page, ln.column)
+        col_right[key] = max(col_right.get(key, 0.0), ln.x1)
+    doc_right = Counter(round(v) for v in col_right.values()).most_common(1)[0][0]
+
+    paragraphs: list[tuple[str, str]] = []
+    buf: list[str] = []
+    prev: Line | None = None
+
+    def flush(kind_of: Line) -> None:
+        if buf:
+            text = _join_lines(buf)
+            kind = "h" if kind_of.size > body_size * 1.12 and len(text) < 200 else "p"
+            paragraphs.append((kind, text))
+            buf.clear()
+
+    for ln in ordered:
+        if prev is not None and not _joins(prev, ln, layouts, gaps, doc_right):
+            flush(prev)
+        buf.append(ln.text)
+        prev = ln
+    if prev is not None:
+        flush(prev)
+    return paragraphs
+
+
+_URLISH_END = re.compile(r"(?:doi|https?://|10\.\d{4,9}/)\S*-$", re.IGNORECASE)
+
+
+def _join_lines(lines: list[str]) -> str:
+    parts: list[str] = []
+    for i, text in enumerate(lines):
+        if i and _URLISH_END.search(parts[-1]) and text[:1].isalnum():
+            # A DOI or URL broken at one of its own hyphens: keep the hyphen, drop the break.
+            parts[-1] += text
+        else:
+            parts.append(text)
+    return normalize("\n".join(parts))
