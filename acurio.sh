@@ -31,13 +31,16 @@ ensure_venv() {
     echo "acurio: creating .venv with $py" >&2
     rm -rf .venv
     "$py" -m venv .venv
-    .venv/bin/python -m pip install --quiet --upgrade pip >&2
+    .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "^WARNING: Location 'file:" || true; } >&2
   fi
   local want
   want=$(cat requirements.txt "$req" | sha256sum | cut -d' ' -f1)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "acurio: installing $req" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req" >&2
+    # (grep drops this machine's noise about absent local package mirrors)
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req" 2>&1 \
+      | { grep -v "^WARNING: Location 'file:" || true; } >&2
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "acurio: installing $req failed" >&2; exit 1; }
     echo "$want" > "$stamp"
   fi
 }
