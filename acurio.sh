@@ -38,9 +38,10 @@ ensure_venv() {
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "acurio: installing $req" >&2
     # (grep drops this machine's noise about absent local package mirrors)
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req" 2>&1 \
-      | { grep -v "^WARNING: Location 'file:" || true; } >&2
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "acurio: installing $req failed" >&2; exit 1; }
+    if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req" 2>&1 \
+        | { grep -v "^WARNING: Location 'file:" || true; } >&2; then
+      echo "acurio: installing $req failed (see above)" >&2; exit 1
+    fi
     echo "$want" > "$stamp"
   fi
 }
