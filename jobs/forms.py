@@ -67,7 +67,8 @@ def check_content(name: str, data: bytes, allowed: tuple[str, ...], what: str) -
         return f"{name} is empty."
     if ext == ".docx" and not data.startswith(b"PK\x03\x04"):
         return f"{name} is not a Word document (.docx files are ZIP archives; this one is not)."
-    if ext == ".pdf" and not data.lstrip()[:5] == b"%PDF-":
+    # Readers accept the header anywhere in the first KiB (some producers prepend junk).
+    if ext == ".pdf" and b"%PDF-" not in data[:1024]:
         return f"{name} is not a PDF file (it does not start with a PDF header)."
     if ext in TEXT_EXTENSIONS and not _looks_like_text(data):
         return f"{name} does not look like a text file ({ext} files must be plain text)."

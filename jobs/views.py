@@ -1,28 +1,401 @@
-"""Views of the jobs app: the user's pages and the JSON API."""
+"""Views of the jobs app: the user's pages and the JSON API (paths and shapes fixed by DESIGN.md).
+
+Pages: the runs list, the upload page, a job's progress page, the report (HTML and JSON) and its
+re-analyse action. API: ``POST /api/analysis-jobs`` (upload), ``GET /api/analysis-jobs/<id>``
+(progress, polled by the tab) and ``POST /api/analysis-runs`` (the tab's save, through the single
+writer ``jobs.persistence.save_run``). A user reaches only their own jobs and runs: anything else
+is a 404, so ids of other users' work are not even confirmed to exist.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from uuid import UUID
+
 from django.contrib.auth.decorators import login_required
 from django.db import connection
+from django.db.models import Func, IntegerField, Q
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Coalesce
 from django.db.utils import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .models import AnalysisRun, SweeperHeartbeat
+from .forms import UploadForm, max_upload_bytes, too_big_message
+from .models import AnalysisJob, AnalysisRun, JobCitation, JobStatus, SweeperHeartbeat, Verdict
+
+PROBLEM_VERDICTS = (
+    Verdict.MISSING_REFERENCE,
+    Verdict.AMBIGUOUS,
+    Verdict.YEAR_MISMATCH,
+    Verdict.AUTHOR_MISMATCH,
+)
+# Shown when a citation carries no reason of its own (e.g. a report saved before reasons existed).
+VERDICT_EXPLANATIONS = {
+    Verdict.VERIFIED: "Matches exactly one entry of the reference list.",
+    Verdict.MISSING_REFERENCE: "No entry of the reference list has this author and year (or number).",
+    Verdict.YEAR_MISMATCH: "The author has an entry in the reference list, but with another year.",
+    Verdict.AUTHOR_MISMATCH: "An entry of the same year has a slightly different surname.",
+    Verdict.AMBIGUOUS: "Several entries match; their years need a/b suffixes to tell them apart.",
+}
+# The declared body may exceed the file limit by the multipart envelope and the optional library
+# (itself up to the limit); beyond that we refuse before reading a byte of it.
+_ENVELOPE_SLACK = 1024 * 1024
+
+
+class JsonbArrayLength(Func):
+    function = "jsonb_array_length"
+    output_field = IntegerField()
+
+
+def json_error(message: str, status: int = 400) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def api_login_required(view: Callable) -> Callable:
+    """Like login_required, but a JSON 401 instead of a redirect to the login page."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return json_error("Authentication required: sign in first.", status=401)
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _declared_size_too_big(request: HttpRequest) -> int | None:
+    """The declared body size when it alone proves the upload too large, else None."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    return length if length > 2 * max_upload_bytes() + _ENVELOPE_SLACK else None
+
+
+def _submit(request: HttpRequest, form: UploadForm) -> AnalysisJob:
+    from .pipeline import submit_analysis
+
+    thesis = form.cleaned_data["file"]
+    library = form.cleaned_data.get("library")
+    return submit_analysis(
+        request.user,
+        thesis.name,
+        thesis.acurio_bytes,
+        library=library.acurio_bytes if library else None,
+        library_filename=library.name if library else "",
+    )
+
+
+def job_payload(job: AnalysisJob) -> dict:
+    """The progress document of ``GET /api/analysis-jobs/<id>``."""
+    return {
+        "id": job.pk,
+        "run_id": str(job.run_id),
+        "status": job.status,
+        "progress": {
+            "step": job.progress_step or job.status,
+            "done": job.progress_done,
+            "total": job.progress_total,
+        },
+        "error": job.error or None,
+        "run_saved": job.run_saved_at is not None,
+    }
+
+
+# --- Pages --------------------------------------------------------------------------------
+
+
+def _summary_int(key: str) -> Coalesce:
+    return Coalesce(
+        Cast(KeyTextTransform(key, KeyTransform("summary", "report")), IntegerField()), 0
+    )
 
 
 @login_required
 @require_GET
 def runs_list(request: HttpRequest) -> HttpResponse:
-    """Every run of the signed-in user, whichever writer saved it."""
+    """Every run of the signed-in user, whichever writer saved it, with its counts.
+
+    The counts come from the report's JSON in SQL, so the list never loads a report payload or
+    a (TOASTed) doc_html.
+    """
+    problems = _summary_int(PROBLEM_VERDICTS[0])
+    for verdict in PROBLEM_VERDICTS[1:]:
+        problems = problems + _summary_int(verdict)
     runs = (
         AnalysisRun.objects.owned_by(request.user)
-        .only("id", "document", "status", "saved_by", "saved_at", "report")
+        .only("id", "document", "status", "saved_by", "saved_at", "error")
+        .annotate(
+            citation_count=Coalesce(JsonbArrayLength(KeyTransform("citations", "report")), 0),
+            reference_count=Coalesce(JsonbArrayLength(KeyTransform("references", "report")), 0),
+            problem_count=problems,
+            uncited_count=_summary_int("uncited"),
+        )
         .order_by("-saved_at")[:200]
     )
-    return render(request, "jobs/runs_list.html", {"runs": runs})
+    # Work not (yet) in a run: queued or running jobs, and recent failures no run records.
+    # A tab closed mid-analysis can be picked up again from here.
+    pending = (
+        AnalysisJob.objects.owned_by(request.user)
+        .filter(
+            Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING])
+            | Q(
+                status=JobStatus.FAILED,
+                run_saved_at__isnull=True,
+                finished_at__gte=timezone.now() - timedelta(days=1),
+            )
+        )
+        .only(
+            "id",
+            "filename",
+            "status",
+            "progress_step",
+            "progress_done",
+            "progress_total",
+            "error",
+            "created_at",
+            "run_id",
+        )
+        .order_by("-created_at")[:20]
+    )
+    return render(request, "jobs/runs_list.html", {"runs": runs, "pending": pending})
+
+
+def _upload_page(request: HttpRequest, form: UploadForm, status: int = 200) -> HttpResponse:
+    context = {
+        "form": form,
+        "max_mb": max_upload_bytes() // (1024 * 1024),
+        "max_bytes": max_upload_bytes(),
+    }
+    return render(request, "jobs/upload.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def upload(request: HttpRequest) -> HttpResponse:
+    """The upload page: a thesis and an optional library; on success, the job's progress page."""
+    if request.method == "POST":
+        declared = _declared_size_too_big(request)
+        if declared is not None:
+            form = UploadForm()
+            form.add_error(None, too_big_message(declared))
+            return _upload_page(request, form, status=400)
+        form = UploadForm(request.POST, request.FILES)
+        if form.is_valid():
+            job = _submit(request, form)
+            return redirect("job_page", job_id=job.pk)
+        return _upload_page(request, form, status=400)
+    return _upload_page(request, UploadForm())
+
+
+@login_required
+@require_GET
+def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
+    """One job's progress page; its script polls the API and saves the run when it is done."""
+    job = get_object_or_404(
+        AnalysisJob.objects.owned_by(request.user).defer(
+            "upload", "library", "doc_html", "results"
+        ),
+        pk=job_id,
+    )
+    return render(request, "jobs/job.html", {"job": job, "initial": job_payload(job)})
+
+
+def _citations_with_reasons(run: AnalysisRun) -> list[dict]:
+    """The report's citations in document order, each with a reason and its position."""
+    report_citations = (run.report or {}).get("citations") or []
+    reasons = dict(JobCitation.objects.filter(job_id=run.job_id).values_list("index", "reason"))
+    rows = []
+    for index, citation in enumerate(report_citations):
+        verdict = citation.get("verdict", "")
+        rows.append(
+            {
+                **citation,
+                "index": index,
+                "reason": reasons.get(index) or VERDICT_EXPLANATIONS.get(verdict, ""),
+                "verdict_label": Verdict(verdict).label if verdict in Verdict.values else verdict,
+            }
+        )
+    return rows
+
+
+def _annotated_html(run: AnalysisRun, citations: list[dict]) -> str:
+    from .analysis import annotate_html
+
+    if not run.doc_html:
+        return ""
+    return annotate_html(run.doc_html, citations)
+
+
+@login_required
+@require_GET
+def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """The HTML report of one run: counts, the marked-up document, problems, references, judge."""
+    run = get_object_or_404(AnalysisRun.objects.owned_by(request.user), pk=run_id)
+    report = run.report or {}
+    citations = _citations_with_reasons(run)
+    summary = report.get("summary") or {}
+    references = report.get("references") or []
+    for number, ref in enumerate(references):
+        ref["number"] = number
+    latest = (
+        AnalysisJob.objects.owned_by(request.user)
+        .filter(run_id=run.pk)
+        .only("id", "status", "created_at")
+        .order_by("-created_at")
+        .first()
+    )
+    problems = [c for c in citations if c.get("verdict") in PROBLEM_VERDICTS]
+    uncited = [r for r in references if r.get("verdict") == "uncited"]
+    invalid_dois = [r for r in references if r.get("doi") and r.get("doi_valid") is False]
+    context = {
+        "run": run,
+        "report": report,
+        "summary": summary,
+        "citations": citations,
+        "problems": problems,
+        "references": references,
+        "uncited": uncited,
+        "invalid_dois": invalid_dois,
+        "doc_html": _annotated_html(run, citations),
+        "problem_total": len(problems) + len(uncited) + len(invalid_dois),
+        "judgment": run.judgment if isinstance(run.judgment, dict) else None,
+        # A newer job of this run still working: its report replaces this one when it is done.
+        "newer_job": latest
+        if latest and latest.pk != run.job_id and not latest.is_terminal
+        else None,
+        "can_reanalyse": latest is not None,
+    }
+    return render(request, "jobs/run_report.html", context)
+
+
+@login_required
+@require_GET
+def run_report_json(request: HttpRequest, run_id: UUID) -> JsonResponse:
+    """The report JSON of DESIGN.md, as stored on the run."""
+    run = get_object_or_404(
+        AnalysisRun.objects.owned_by(request.user).only("id", "report"), pk=run_id
+    )
+    return JsonResponse(run.report or {}, json_dumps_params={"ensure_ascii": False})
+
+
+@login_required
+@require_POST
+def run_reanalyse(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """Queue a new job of the same run from its latest upload; the new report replaces this one."""
+    from .pipeline import requeue
+
+    job = (
+        AnalysisJob.objects.owned_by(request.user)
+        .filter(run_id=run_id)
+        .order_by("-created_at")
+        .first()
+    )
+    if job is None:
+        # The run exists only if it is ours; either way there is nothing of ours to re-analyse.
+        get_object_or_404(AnalysisRun.objects.owned_by(request.user), pk=run_id)
+        return render(
+            request,
+            "jobs/message.html",
+            {"title": "Cannot re-analyse", "message": "The upload of this report is gone."},
+            status=404,
+        )
+    new_job = requeue(job)
+    return redirect("job_page", job_id=new_job.pk)
+
+
+# --- JSON API -----------------------------------------------------------------------------
+
+
+@api_login_required
+@require_POST
+def api_create_job(request: HttpRequest) -> JsonResponse:
+    """``POST /api/analysis-jobs`` (multipart ``file``, optional ``library``) → 201."""
+    declared = _declared_size_too_big(request)
+    if declared is not None:
+        return json_error(too_big_message(declared))
+    if not request.content_type.startswith("multipart/form-data"):
+        return json_error("Send the thesis as multipart/form-data with the file in field 'file'.")
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return json_error(form.error_text())
+    job = _submit(request, form)
+    return JsonResponse({"id": job.pk, "run_id": str(job.run_id), "status": job.status}, status=201)
+
+
+@api_login_required
+@require_GET
+def api_job(request: HttpRequest, job_id: int) -> JsonResponse:
+    """``GET /api/analysis-jobs/<id>``: status and progress, polled by the tab."""
+    job = (
+        AnalysisJob.objects.owned_by(request.user)
+        .only(
+            "id",
+            "owner_id",
+            "run_id",
+            "status",
+            "progress_step",
+            "progress_done",
+            "progress_total",
+            "error",
+            "run_saved_at",
+        )
+        .filter(pk=job_id)
+        .first()
+    )
+    if job is None:
+        return json_error("No such analysis job.", status=404)
+    return JsonResponse(job_payload(job))
+
+
+@api_login_required
+@require_POST
+def api_save_run(request: HttpRequest) -> JsonResponse:
+    """``POST /api/analysis-runs`` ``{"job_id"}``: the tab's save; 201 written, 200 no-op.
+
+    The row is built from the job itself by the single writer; the client supplies nothing but
+    the id.
+    """
+    from .persistence import JobNotFound, SaveRunError, save_run
+
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return json_error('The body must be JSON: {"job_id": <id>}.')
+    job_id = body.get("job_id") if isinstance(body, dict) else None
+    if isinstance(job_id, str) and job_id.isdigit():
+        job_id = int(job_id)
+    if not isinstance(job_id, int) or isinstance(job_id, bool):
+        return json_error('The body must be JSON: {"job_id": <id>} with an integer id.')
+    job = (
+        AnalysisJob.objects.owned_by(request.user)
+        .only("id", "owner_id", "status")
+        .filter(pk=job_id)
+        .first()
+    )
+    if job is None:
+        return json_error("No such analysis job.", status=404)
+    if not job.is_terminal:
+        return json_error(
+            f"The analysis is still {job.status}; save it once it is complete or failed.",
+            status=409,
+        )
+    try:
+        result = save_run(job.pk, "client")
+    except JobNotFound as exc:
+        return json_error(str(exc), status=404)
+    except SaveRunError as exc:
+        return json_error(str(exc), status=409)
+    return JsonResponse(
+        {"id": str(result.run_id), "saved_by": result.saved_by, "job_id": result.job_id},
+        status=201 if result.action in ("write", "claim") else 200,
+    )
 
 
 @require_GET
@@ -45,13 +418,3 @@ def healthz(request: HttpRequest) -> JsonResponse:
         body["error"] = str(exc).strip().splitlines()[0] if str(exc).strip() else "database error"
         return JsonResponse(body, status=503)
     return JsonResponse(body)
-
-
-@login_required
-@require_GET
-def run_report(request: HttpRequest, run_id) -> HttpResponse:
-    """The HTML report of one run (the full report page arrives with the pipeline)."""
-    from django.shortcuts import get_object_or_404
-
-    run = get_object_or_404(AnalysisRun.objects.owned_by(request.user), pk=run_id)
-    return render(request, "jobs/run_report.html", {"run": run})

@@ -1,0 +1,36 @@
+"""Fixtures of the web tests: corpus files, a run saved through the single writer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def corpus_dir() -> Path:
+    return Path(os.environ.get("ACURIO_CORPUS") or ROOT.parent / "shared" / "corpus")
+
+
+@pytest.fixture
+def corpus() -> Path:
+    path = corpus_dir()
+    if not path.is_dir():
+        pytest.skip(f"no corpus at {path} (set ACURIO_CORPUS)")
+    return path
+
+
+@pytest.fixture
+def saved_run(make_job):
+    """A complete job saved as a run by the client, through jobs.persistence.save_run."""
+    from jobs.models import AnalysisRun
+    from jobs.persistence import save_run
+
+    def make(**job_fields) -> AnalysisRun:
+        job = make_job(**job_fields)
+        result = save_run(job.pk, job_fields.pop("saved_by", "client"))
+        return AnalysisRun.objects.get(pk=result.run_id)
+
+    return make
