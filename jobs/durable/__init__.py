@@ -1,1 +1,85 @@
-"""A durable-workflow engine on PostgreSQL (see DESIGN.md, "The durable engine")."""
+"""Acurio's durable-workflow engine on PostgreSQL (DESIGN.md, "The durable engine").
+
+Compose a workflow, start it, and workers run it step by step, checkpointing each step in the
+same transaction as its database writes::
+
+    from jobs.durable import fan_out, sql, start, task
+
+    flow = (
+        task("app.steps.parse").as_("parsed")
+        >> fan_out(task("app.steps.verify"), over="parsed", chunk=50).as_("verdicts")
+        >> task("app.steps.finalize")
+    )
+    instance_id = start(flow, label="analysis", owner=user, input={"job": 7},
+                        on_failure="app.steps.job_failed")
+
+Where things live (read in this order to change the engine):
+
+* ``graph``   — the composition operators and the JSON graph they compile to (stored at start).
+* ``kinds``   — the registry of node kinds: activation, execution, joining. New kinds go here.
+* ``engine``  — state transitions inside one transaction (activate, checkpoint, fail, cancel).
+* ``worker``  — claiming (SKIP LOCKED), running, leases and heartbeat, LISTEN/NOTIFY, signals.
+* ``api``     — start/status/result/cancel/explain/instances/current_step/recover_expired_leases.
+* ``models``  — ``Instance`` and ``Step`` (the checkpoints) with their indexes.
+* ``testing`` — a no-op workflow for tests and benchmarks.
+
+Names are loaded lazily (PEP 562) so that importing this package at app-loading time does not
+import the models before Django's app registry is ready.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.durable.errors import DefinitionError, DurableError, InstanceNotFound, PermanentError
+from jobs.durable.graph import fan_out, sql, task
+
+_LAZY = {
+    "start": "jobs.durable.api",
+    "status": "jobs.durable.api",
+    "result": "jobs.durable.api",
+    "error": "jobs.durable.api",
+    "cancel": "jobs.durable.api",
+    "explain": "jobs.durable.api",
+    "instances": "jobs.durable.api",
+    "current_step": "jobs.durable.api",
+    "recover_expired_leases": "jobs.durable.api",
+    "Worker": "jobs.durable.worker",
+    "Context": "jobs.durable.context",
+}
+
+__all__ = [
+    "Context",
+    "DefinitionError",
+    "DurableError",
+    "InstanceNotFound",
+    "PermanentError",
+    "Worker",
+    "cancel",
+    "current_step",
+    "error",
+    "explain",
+    "fan_out",
+    "instances",
+    "recover_expired_leases",
+    "result",
+    "sql",
+    "start",
+    "status",
+    "task",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobs.durable' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,1 +1,199 @@
-"""Storage of the durable engine: workflow instances and their step checkpoints."""
+"""Storage of the durable engine: workflow instances and their step checkpoints.
+
+``Instance`` holds the stored graph (``graph``, compiled at ``start()``), the caller's input, the
+status and the final result. ``Step`` is one activation of one graph node: leaves (``task``,
+``sql``) are the units workers claim; composite nodes (``seq``, ``all``, ``fan_out``) get a row too,
+which tracks their progress (``remaining`` children) and keeps their output. A step row's
+``(instance, key)`` is unique, so a node is never activated twice: the key is the parent's key
+plus this node's id (``"0/3"``), with ``[i]`` for fan-out child *i*.
+
+Step life cycle::
+
+    ready --claim--> running --checkpoint--> completed
+      ^                 |  \\--error, attempts left--> ready (run_at = now + backoff)
+      |                 |   \\--permanent error / attempts used up--> failed (instance fails)
+      +--lease expired--+   (recover_expired_leases)
+    any unfinished step --instance failed or cancelled--> cancelled
+
+``attempts`` is incremented by every claim and doubles as the claim token: a checkpoint only
+lands ``WHERE status = 'running' AND attempts = <token>``, so a worker whose lease was recovered
+(and whose step was claimed again) can never overwrite the newer claim's outcome.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class InstanceStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+INSTANCE_FINISHED = (InstanceStatus.COMPLETED, InstanceStatus.FAILED, InstanceStatus.CANCELLED)
+
+
+class StepStatus(models.TextChoices):
+    READY = "ready", "Ready"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+STEP_FINISHED = (StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED)
+
+
+class InstanceQuerySet(models.QuerySet):
+    def unfinished(self) -> InstanceQuerySet:
+        return self.exclude(status__in=INSTANCE_FINISHED)
+
+    def visible_to(self, user) -> InstanceQuerySet:
+        """Staff see every instance, other users their own."""
+        if user.is_staff:
+            return self
+        return self.filter(owner=user)
+
+
+class Instance(models.Model):
+    """One run of a workflow: its stored graph, input, status and result."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    label = models.CharField(max_length=200, blank=True, default="")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="durable_instances",
+        db_index=False,  # durable_inst_owner leads with owner
+    )
+    # The compiled workflow (jobs.durable.graph.compile_graph); never changes after start().
+    graph = models.JSONField()
+    input = models.JSONField(null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=InstanceStatus.choices, default=InstanceStatus.PENDING
+    )
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    # Dotted path of fn(instance_id, error), called in the transaction that fails or cancels it.
+    on_failure = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = InstanceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # instances() and the admin list, newest first, unfiltered.
+            models.Index(fields=["-created_at"], name="durable_inst_created"),
+            # instances(status=...) and the admin's status filter.
+            models.Index(fields=["status", "-created_at"], name="durable_inst_status"),
+            # instances(owner=...): "users see only their own instances".
+            models.Index(fields=["owner", "-created_at"], name="durable_inst_owner"),
+            # instances(label=...) and the admin's label filter.
+            models.Index(fields=["label", "-created_at"], name="durable_inst_label"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label or 'workflow'} {self.id} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in INSTANCE_FINISHED
+
+
+class StepQuerySet(models.QuerySet):
+    def claimable(self, now: datetime) -> StepQuerySet:
+        """Leaf steps a worker may claim now (the worker's SQL claim is this, with SKIP LOCKED)."""
+        return self.filter(status=StepStatus.READY, run_at__lte=now)
+
+    def expired(self, now: datetime) -> StepQuerySet:
+        """Claimed steps whose worker stopped renewing its lease."""
+        return self.filter(status=StepStatus.RUNNING, lease_expires_at__lt=now)
+
+    def unfinished(self) -> StepQuerySet:
+        return self.exclude(status__in=STEP_FINISHED)
+
+
+class Step(models.Model):
+    """The checkpoint of one activation of one graph node."""
+
+    # Both foreign keys are covered by composite indexes below (durable_step_key leads with
+    # instance, durable_step_children with parent), so they get no index of their own.
+    instance = models.ForeignKey(
+        Instance, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="children",
+        db_index=False,
+    )
+    key = models.CharField(max_length=200)
+    node_id = models.IntegerField()
+    kind = models.CharField(max_length=32)
+    name = models.CharField(max_length=100, blank=True, default="")
+    status = models.CharField(max_length=16, choices=StepStatus.choices)
+    attempts = models.IntegerField(default=0)
+    max_attempts = models.IntegerField(default=1)
+    # When a ready step may be claimed (now, or the end of its retry backoff).
+    run_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Composite steps: children still to finish (all, fan_out).
+    remaining = models.IntegerField(default=0)
+    chunk_index = models.IntegerField(null=True, blank=True)
+    chunk = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = StepQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # A node is activated once per instance (and per fan-out chunk): a retried
+            # checkpoint transaction cannot create a second copy of the next step. Its index
+            # also serves every "steps of this instance" query (explain, cancel, current_step).
+            models.UniqueConstraint(fields=["instance", "key"], name="durable_step_key"),
+        ]
+        indexes = [
+            # The worker's claim: WHERE status = 'ready' AND run_at <= now ORDER BY run_at
+            # ... FOR UPDATE SKIP LOCKED. Only ready rows are indexed, so it stays small.
+            models.Index(fields=["run_at"], name="durable_step_ready", condition=Q(status="ready")),
+            # recover_expired_leases(): WHERE status = 'running' AND lease_expires_at < now.
+            # Composite steps run without a lease and stay out of this index.
+            models.Index(
+                fields=["lease_expires_at"],
+                name="durable_step_lease",
+                condition=Q(status="running", lease_expires_at__isnull=False),
+            ),
+            # ctx["name"] / %(name)s: the latest completed step of this instance with a name.
+            models.Index(
+                fields=["instance", "name"], name="durable_step_named", condition=~Q(name="")
+            ),
+            # A join's output: the children of one step in chunk order (fan_out) or node order.
+            models.Index(
+                fields=["parent", "chunk_index"],
+                name="durable_step_children",
+                condition=Q(parent__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key} ({self.status})"

@@ -1,0 +1,38 @@
+"""``manage.py worker``: run durable workflow steps (a thin shell over jobs.durable.Worker)."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from jobs.durable.worker import Worker
+
+
+class Command(BaseCommand):
+    help = "Run ready durable-workflow steps until SIGTERM/SIGINT (or, with --once, until none is ready)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--once", action="store_true", help="exit when no step is ready instead of waiting"
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=1,
+            help="steps run at once in this process, one thread and connection each (default 1)",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=float,
+            default=1.0,
+            help="seconds between polls when no NOTIFY arrives (default 1)",
+        )
+
+    def handle(self, *args, once: bool, concurrency: int, poll_interval: float, **options) -> None:
+        try:
+            worker = Worker(concurrency=concurrency, once=once, poll_interval=poll_interval)
+        except ValueError as exc:
+            from django.core.management.base import CommandError
+
+            raise CommandError(str(exc)) from exc
+        worker.install_signal_handlers()
+        worker.run()

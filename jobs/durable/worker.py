@@ -1,0 +1,441 @@
+"""The worker: claims ready steps, runs them, checkpoints them; a heartbeat renews its leases.
+
+Shape (django-tasks-db's worker, healthchecks' ``sendalerts``): a plain :class:`Worker` class
+that tests drive step by step (``claim`` → ``execute``, or ``run_one``/``drain``), and a thin
+``manage.py worker`` command over :meth:`Worker.run`.
+
+One step, on Django's default connection (kept open for the worker's whole life):
+
+1. **Claim** — one autocommit statement: ``UPDATE ... FROM (SELECT ... WHERE status = 'ready'
+   AND run_at <= now ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED)``, setting ``running``,
+   ``attempts + 1`` (the claim token), the lease owner and expiry. No lock outlives it.
+2. **Run + checkpoint** — one transaction: the kind's ``execute`` (a task's ORM writes, a SQL
+   statement), then the checkpoint UPDATE fenced by ``attempts = token AND status = 'running'``,
+   then the graph advances (next step inserted ready, ``NOTIFY`` sent). If the fence finds
+   nothing, the claim was lost (lease recovered and reclaimed, instance cancelled): the whole
+   transaction rolls back, the task's writes with it. So each database step commits once.
+3. **Failure** — the transaction rolls back; a second short transaction records the error and
+   either schedules the retry (exponential backoff with jitter) or fails the step and the
+   instance (PermanentError, or attempts used up), also fenced.
+
+While steps run, a heartbeat thread (its own connection) pushes their lease forward every
+third of ``ACURIO_LEASE_SECONDS``; a step past its ``timeout`` is no longer renewed, so a hung
+task is handed to another worker after one lease. When idle, the worker waits for
+``NOTIFY durable_ready`` on its connection, with ``poll_interval`` as the polling fallback
+(which also picks up retries whose backoff ended).
+
+After a lost connection (PostgreSQL restarted) the worker closes it, waits a little, reconnects,
+listens again, and puts its interrupted step back to ready (fenced, so a step whose commit did
+land is left alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
+
+from jobs.durable.context import Context
+from jobs.durable.engine import (
+    NOTIFY_CHANNEL,
+    STEP_COLUMNS,
+    Fenced,
+    StepRow,
+    Txn,
+    backoff_delay,
+    load_graph,
+    node_label,
+)
+from jobs.durable.errors import PermanentError
+from jobs.durable.kinds import get_kind
+
+logger = logging.getLogger("jobs.durable.worker")
+
+_CLAIM_SQL = f"""
+WITH picked AS (
+    SELECT id FROM durable_step
+    WHERE status = 'ready' AND run_at <= %(now)s
+    ORDER BY run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE durable_step AS s
+SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
+    lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
+FROM picked
+WHERE s.id = picked.id
+RETURNING {", ".join("s." + c.strip() for c in STEP_COLUMNS.split(","))},
+    (SELECT i.status FROM durable_instance AS i WHERE i.id = s.instance_id)
+"""
+
+
+class ConnectionLost(Exception):
+    """The database connection broke while a step ran; the step goes back after reconnecting."""
+
+    def __init__(self, step: StepRow) -> None:
+        super().__init__(f"connection lost while running step {step.id}")
+        self.step = step
+
+
+class Heartbeat(threading.Thread):
+    """Renews the leases of the steps its worker is running, on its own connection."""
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(name="durable-heartbeat", daemon=True)
+        self.worker = worker
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        interval = max(0.2, self.worker.lease_seconds / 3)
+        try:
+            while not self.stopped.wait(interval):
+                try:
+                    self.beat()
+                except DatabaseError:
+                    logger.warning("heartbeat: database unavailable; retrying", exc_info=True)
+                    with contextlib.suppress(Exception):
+                        connection.close()
+        finally:
+            with contextlib.suppress(Exception):
+                connection.close()
+
+    def beat(self) -> int:
+        now = self.worker.clock()
+        ids = self.worker.renewable(now)
+        if not ids:
+            return 0
+        with connection.cursor() as cursor:
+            # SKIP LOCKED: a row locked right now is being checkpointed by its own worker.
+            cursor.execute(
+                "UPDATE durable_step SET lease_expires_at = %s WHERE id IN ("
+                " SELECT id FROM durable_step WHERE id = ANY(%s) AND lease_owner = %s"
+                " AND status = 'running' FOR UPDATE SKIP LOCKED)",
+                [now + timedelta(seconds=self.worker.lease_seconds), ids, self.worker.worker_id],
+            )
+            return cursor.rowcount
+
+
+class Worker:
+    """Runs ready workflow steps until told to stop (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: int = 1,
+        once: bool = False,
+        poll_interval: float = 1.0,
+        lease_seconds: float | None = None,
+        worker_id: str | None = None,
+        clock: Callable[[], datetime] = timezone.now,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        self.concurrency = concurrency
+        self.once = once
+        self.poll_interval = poll_interval
+        self.lease_seconds = float(lease_seconds or settings.ACURIO_LEASE_SECONDS)
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.clock = clock
+        self.shutdown = False
+        self.steps_run = 0
+        self._lock = threading.Lock()
+        # step id -> time after which the heartbeat stops renewing it (its timeout), or None
+        self._active: dict[int, datetime | None] = {}
+        self._listening_on: dict[int, int] = {}  # thread id -> id() of the connection listening
+        self._busy_threads = 0
+
+    # --- claiming and running ------------------------------------------------------------
+    def claim(self, limit: int = 1, now: datetime | None = None) -> list[StepRow]:
+        """Claim up to ``limit`` ready steps (one short autocommit statement)."""
+        now = now or self.clock()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _CLAIM_SQL,
+                {
+                    "now": now,
+                    "limit": limit,
+                    "owner": self.worker_id,
+                    "expires": now + timedelta(seconds=self.lease_seconds),
+                },
+            )
+            rows = cursor.fetchall()
+        steps = []
+        for row in rows:
+            step = StepRow.from_row(row)
+            step.status = "running"
+            instance_status = row[-1]
+            if instance_status == "pending":
+                self._mark_instance_running(step, now)
+            elif instance_status != "running":
+                # A step made ready while its instance was being cancelled: never run it.
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "UPDATE durable_step SET status = 'cancelled', finished_at = %s,"
+                        " lease_owner = '', lease_expires_at = NULL WHERE id = %s",
+                        [now, step.id],
+                    )
+                continue
+            steps.append(step)
+        return steps
+
+    def _mark_instance_running(self, step: StepRow, now: datetime) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE durable_instance SET status = 'running', started_at = %s"
+                " WHERE id = %s AND status = 'pending'",
+                [now, step.instance_id],
+            )
+
+    def execute(self, step: StepRow) -> str:
+        """Run one claimed step and checkpoint it. Returns what happened:
+
+        ``completed``, ``retry`` (error recorded, retry scheduled), ``failed`` (step and
+        instance failed), or ``fenced`` (the claim was lost; nothing of this attempt remains).
+        """
+        graph = load_graph(step.instance_id)
+        node = graph.nodes[step.node_id]
+        kind = get_kind(node["kind"])
+        timeout = node.get("opts", {}).get("timeout")
+        started = time.monotonic()
+        with self._lock:
+            self._active[step.id] = self.clock() + timedelta(seconds=timeout) if timeout else None
+        ctx = Context(
+            instance_id=step.instance_id,
+            input=graph.input,
+            chunk=step.chunk,
+            chunk_index=step.chunk_index,
+            step_id=step.id,
+            attempt=step.attempts,
+        )
+        try:
+            try:
+                if kind.transactional:
+                    with transaction.atomic():
+                        if timeout:
+                            self._statement_timeout(timeout)
+                        output = kind.execute(ctx, node)
+                        self._check_timeout(timeout, started)
+                        txn = Txn(graph, self.clock())
+                        txn.checkpoint(step, output)
+                        txn.flush()
+                else:
+                    output = kind.execute(ctx, node)
+                    self._check_timeout(timeout, started)
+                    with transaction.atomic():
+                        txn = Txn(graph, self.clock())
+                        txn.checkpoint(step, output)
+                        txn.flush()
+            except Fenced:
+                logger.info(
+                    "step %s (attempt %s) lost its claim; rolled back", step.id, step.attempts
+                )
+                return "fenced"
+            except Exception as exc:
+                if isinstance(exc, DatabaseError) and not self._connection_usable():
+                    raise ConnectionLost(step) from exc
+                return self._record_failure(step, node, exc)
+            self.steps_run += 1
+            return "completed"
+        finally:
+            with self._lock:
+                self._active.pop(step.id, None)
+
+    def _statement_timeout(self, timeout: float) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('statement_timeout', %s, true)", [f"{int(timeout * 1000)}ms"]
+            )
+
+    @staticmethod
+    def _check_timeout(timeout: float | None, started: float) -> None:
+        if timeout and time.monotonic() - started > timeout:
+            raise TimeoutError(f"step took longer than its timeout of {timeout:g}s")
+
+    def _record_failure(self, step: StepRow, node: dict[str, Any], exc: Exception) -> str:
+        graph = load_graph(step.instance_id)
+        permanent = isinstance(exc, PermanentError)
+        message = str(exc) if permanent else f"{type(exc).__name__}: {exc}"
+        with transaction.atomic():
+            txn = Txn(graph, self.clock())
+            if permanent or step.attempts >= step.max_attempts:
+                if not permanent:
+                    message = f"step {node_label(node)} failed after {step.attempts} attempt(s): {message}"
+                outcome = "failed" if txn.fail_step(step, message) else "fenced"
+            else:
+                delay = backoff_delay(step.attempts, node.get("opts", {}))
+                outcome = "retry" if txn.retry_step(step, message, delay) else "fenced"
+            txn.flush()
+        log = logger.warning if outcome == "failed" else logger.info
+        log("step %s %s (attempt %s): %s", step.id, outcome, step.attempts, message)
+        return outcome
+
+    def release(self, step: StepRow) -> None:
+        """Put back a step this worker claimed but could not finish (fenced: a step whose
+        checkpoint did commit is left alone)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE durable_step SET status = 'ready', run_at = %s, lease_owner = '',"
+                " lease_expires_at = NULL WHERE id = %s AND status = 'running' AND attempts = %s",
+                [self.clock(), step.id, step.attempts],
+            )
+            if cursor.rowcount:
+                cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+
+    def run_one(self) -> bool:
+        """Claim and run one step; True if there was one."""
+        steps = self.claim(1)
+        for step in steps:
+            self.execute(step)
+        return bool(steps)
+
+    def drain(self, max_steps: int | None = None) -> int:
+        """Run steps in this thread until none is ready (tests, ``--once``). Returns the count."""
+        count = 0
+        while not self.shutdown and (max_steps is None or count < max_steps) and self.run_one():
+            count += 1
+        return count
+
+    def renewable(self, now: datetime) -> list[int]:
+        """Ids of running steps whose lease the heartbeat should renew (not past timeout)."""
+        with self._lock:
+            return [i for i, deadline in self._active.items() if deadline is None or now < deadline]
+
+    # --- the daemon loop ---------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.shutdown:
+            logger.warning("%s again: exiting at once", name)
+            os._exit(1)
+        logger.info("%s: finishing the current step, then exiting", name)
+        self.shutdown = True
+
+    def run(self) -> int:
+        """Run until a signal (or, with ``once``, until nothing is ready); returns steps run."""
+        heartbeat = Heartbeat(self)
+        heartbeat.start()
+        logger.info(
+            "worker %s started (concurrency %s, lease %ss)",
+            self.worker_id,
+            self.concurrency,
+            self.lease_seconds,
+        )
+        try:
+            if self.concurrency == 1:
+                self._loop()
+            else:
+                threads = [
+                    threading.Thread(target=self._thread_loop, name=f"durable-worker-{i}")
+                    for i in range(self.concurrency)
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    # join with a timeout keeps the main thread responsive to signals
+                    while thread.is_alive():
+                        thread.join(0.5)
+        finally:
+            heartbeat.stopped.set()
+            heartbeat.join(timeout=5)
+        logger.info("worker %s stopped after %s steps", self.worker_id, self.steps_run)
+        return self.steps_run
+
+    def _thread_loop(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with contextlib.suppress(Exception):
+                connection.close()
+
+    def _loop(self) -> None:
+        pending_release: StepRow | None = None
+        failures = 0
+        while not self.shutdown:
+            try:
+                self._listen()
+                if pending_release is not None:
+                    self.release(pending_release)
+                    pending_release = None
+                with self._lock:
+                    self._busy_threads += 1
+                try:
+                    ran = self.run_one()
+                finally:
+                    with self._lock:
+                        self._busy_threads -= 1
+                failures = 0
+                if ran:
+                    continue
+                if self.once:
+                    with self._lock:
+                        others_busy = self._busy_threads > 0
+                    if not others_busy:
+                        return
+                self._wait()
+            except ConnectionLost as lost:
+                pending_release = lost.step
+                failures += 1
+                self._reconnect_pause(failures)
+            except (OperationalError, InterfaceError):
+                failures += 1
+                self._reconnect_pause(failures)
+
+    def _reconnect_pause(self, failures: int) -> None:
+        delay = min(5.0, 0.2 * 2 ** min(failures, 5))
+        logger.warning("database unavailable; reconnecting in %.1fs", delay)
+        with contextlib.suppress(Exception):
+            connection.close()
+        self._listening_on.pop(threading.get_ident(), None)
+        self._sleep(delay)
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.shutdown and time.monotonic() < end:
+            time.sleep(min(0.1, end - time.monotonic()))
+
+    def _listen(self) -> None:
+        """LISTEN on this thread's connection, again after every reconnect."""
+        connection.ensure_connection()
+        raw = connection.connection
+        if self._listening_on.get(threading.get_ident()) != id(raw):
+            with connection.cursor() as cursor:
+                cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            self._listening_on[threading.get_ident()] = id(raw)
+
+    def _wait(self) -> None:
+        """Sleep until a NOTIFY, the polling interval, or a signal, whichever comes first."""
+        raw = connection.connection
+        deadline = time.monotonic() + self.poll_interval
+        while not self.shutdown:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            # Short slices keep a drain request (SIGTERM) answered within a fraction of a second.
+            for _ in raw.notifies(timeout=min(left, 0.25), stop_after=1):
+                # Drain whatever else is queued, so one burst costs one wake-up.
+                for _ in raw.notifies(timeout=0):
+                    pass
+                return
+
+    def _connection_usable(self) -> bool:
+        try:
+            return connection.connection is not None and connection.is_usable()
+        except Exception:
+            return False
