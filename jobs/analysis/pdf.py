@@ -10,6 +10,7 @@ Line-end hyphenation and ligatures are undone later by :mod:`jobs.analysis.text`
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import re
 from collections import Counter
@@ -38,6 +39,8 @@ class Line:
     text: str
     x1: float
     column: int = 0
+    rel_x: float = 0.0
+    high: bool = False
 
     @property
     def est_width(self) -> float:
@@ -113,8 +116,8 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
         if cur:
             ref = cur[-1]
             # A new baseline, or a jump back to the left, starts a new line.
-            if abs(it[1] - ref[1]) > 0.4 * max(ref[2], 1.0) or it[0] < ref[0] - 1 and (
-                abs(it[1] - ref[1]) > 0.1
+            if abs(it[1] - ref[1]) > 0.4 * max(ref[2], 1.0) or (
+                it[0] < ref[0] - 1 and (abs(it[1] - ref[1]) > 0.1)
             ):
                 close()
         cur.append(it)
@@ -122,46 +125,46 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
     return lines, width, height
 
 
-def _strip_furniture(pages: list[list[Line]], body_size: float, height: float) -> None:
-    """Remove running headers and footers in place.
+def _strip_furniture(pages: list[list[Line]], height: float) -> None:
+    """Remove running headers and page-number footers in place.
 
-    A candidate is the top or bottom line of a page, lying in the outer band; it goes if it looks
-    like a page number, if its text (digits aside) recurs in the same place on several pages, or,
-    at the top, if it is set smaller than the body text.
+    Furniture is the top or bottom line of a page, set apart from the text by a gap, at a height
+    where such a set-apart line recurs on many pages; a lone page number is furniture anywhere in
+    the outer band. The first line of ordinary text also recurs at one height, but is set apart
+    from the next line only now and then (by a paragraph gap), never page after page.
     """
-    top_band, bottom_band = height * 0.9, height * 0.1
-    keys: Counter[tuple[str, str]] = Counter()
-    for lines in pages:
-        if not lines:
-            continue
-        top = max(lines, key=lambda ln: ln.y)
-        bottom = min(lines, key=lambda ln: ln.y)
-        keys["t", _DIGITS.sub("#", top.text)] += 1
-        keys["b", _DIGITS.sub("#", bottom.text)] += 1
-    for lines in pages:
-        for _ in range(2):  # a header and a page number may both sit on top
-            if not lines:
-                break
-            drop = []
-            top = max(lines, key=lambda ln: ln.y)
-            bottom = min(lines, key=lambda ln: ln.y)
-            for where, cand in (("t", top), ("b", bottom)):
-                if where == "t" and cand.y < top_band:
+    top_band, bottom_band = height * 0.88, height * 0.12
+    for _ in range(2):  # a running header and a page number may be stacked
+        for where in ("t", "b"):
+            seen: Counter[int] = Counter()
+            apart: Counter[int] = Counter()
+            cands: list[tuple[list[Line], Line, bool]] = []
+            for lines in pages:
+                if len(lines) < 2:
                     continue
-                if where == "b" and cand.y > bottom_band:
+                by_y = sorted(lines, key=lambda ln: -ln.y)
+                cand, neighbour = (by_y[0], by_y[1]) if where == "t" else (by_y[-1], by_y[-2])
+                if (where == "t" and cand.y < top_band) or (where == "b" and cand.y > bottom_band):
                     continue
-                key = _DIGITS.sub("#", cand.text)
+                separated = abs(cand.y - neighbour.y) >= 1.6 * max(cand.size, neighbour.size)
+                seen[round(cand.y)] += 1
+                apart[round(cand.y)] += separated
+                cands.append((lines, cand, separated))
+            n_pages = sum(1 for lines in pages if lines)
+            heights = {
+                y for y, n in seen.items() if n >= max(2, 0.25 * n_pages) and apart[y] >= 0.8 * n
+            }
+            for lines, cand, separated in cands:
+                if not separated:
+                    continue
+                y = round(cand.y)
                 if (
-                    _PAGE_NUMBER.match(cand.text)
-                    or keys[where, key] >= 3
-                    or (where == "t" and cand.size < body_size - 0.4 and len(lines) > 3)
+                    y in heights
+                    or y - 1 in heights
+                    or y + 1 in heights
+                    or _PAGE_NUMBER.match(cand.text)
                 ):
-                    drop.append(cand)
-            if not drop:
-                break
-            for d in drop:
-                if d in lines:
-                    lines.remove(d)
+                    lines.remove(cand)
 
 
 def _order_columns(lines: list[Line], width: float) -> list[Line]:
@@ -180,38 +183,62 @@ def _mode_x(xs: list[float]) -> float:
     return Counter(round(x) for x in xs).most_common(1)[0][0]
 
 
-def _layouts(lines: list[Line]) -> dict[float, tuple[str, float]]:
-    """Per font size: 'hanging', 'indent' or 'flat', with the modal left edge."""
+def _classify(group: list[Line]) -> str:
+    """'hanging', 'indent' or 'flat' for lines of one font size, with their ``high`` flags set.
+
+    A line is high when it starts right of the group's leftmost edge. With hanging indents the
+    high lines come in runs (the continuations of an entry); with first-line indents the low
+    lines do (the bodies of paragraphs).
+    """
+    low = min(ln.rel_x for ln in group)
+    for ln in group:
+        ln.high = ln.rel_x > low + 2 and ln.rel_x < low + 60
+    high_n = sum(ln.high for ln in group)
+    if high_n == 0:
+        return "flat"
+    hh = ll = 0
+    for a, b in itertools.pairwise(group):
+        if a.page == b.page and a.column == b.column:
+            if a.high and b.high:
+                hh += 1
+            elif not a.high and not b.high:
+                ll += 1
+    return "hanging" if hh > ll else "indent"
+
+
+def _layouts(lines: list[Line]) -> dict[tuple[int, float], str]:
+    """Layout kind per (page, font size), falling back to the whole document's for thin pages."""
     by_size: dict[float, list[Line]] = {}
+    by_page: dict[tuple[int, float], list[Line]] = {}
     for ln in lines:
         by_size.setdefault(ln.size, []).append(ln)
-    out: dict[float, tuple[str, float]] = {}
-    for size, group in by_size.items():
-        # Left edges relative to the column start, so both columns of a page count together.
-        xs = Counter(round(ln.x0 - (ln.column and _col_start(group, 1))) for ln in group)
-        mode, mode_n = xs.most_common(1)[0]
-        left = sum(n for x, n in xs.items() if 4 <= mode - x <= 45)
-        right = sum(n for x, n in xs.items() if 4 <= x - mode <= 45)
-        kind = "flat"
-        if left >= max(2, 0.15 * mode_n) and left >= right:
-            kind = "hanging"
-        elif right >= max(2, 0.05 * mode_n):
-            kind = "indent"
-        out[size] = (kind, float(mode))
+        by_page.setdefault((ln.page, ln.size), []).append(ln)
+    overall = {size: _classify(group) for size, group in by_size.items()}
+    out: dict[tuple[int, float], str] = {}
+    for key, group in by_page.items():
+        kind = _classify(group)
+        if len(group) < 6 or (kind == "flat" and overall[key[1]] != "flat" and len(group) < 12):
+            kind = overall[key[1]]
+            # Re-flag against the whole document's left edge for this size.
+            low = min(ln.rel_x for ln in by_size[key[1]])
+            for ln in group:
+                ln.high = ln.rel_x > low + 2 and ln.rel_x < low + 60
+        out[key] = kind
     return out
 
 
-_col_cache: dict[int, float] = {}
-
-
-def _col_start(group: list[Line], column: int) -> float:
-    xs = [ln.x0 for ln in group if ln.column == column]
-    return min(xs) - min(ln.x0 for ln in group) if xs else 0.0
+def _set_rel_x(lines: list[Line]) -> None:
+    """Left edges relative to the column start, so both columns of a page share one layout."""
+    col0 = [ln.x0 for ln in lines if ln.column == 0]
+    col1 = [ln.x0 for ln in lines if ln.column == 1]
+    offset = (min(col1) - min(col0)) if col0 and col1 else 0.0
+    for ln in lines:
+        ln.rel_x = ln.x0 - offset if ln.column == 1 else ln.x0
 
 
 def _modal_gaps(lines: list[Line]) -> dict[float, float]:
     gaps: dict[float, Counter] = {}
-    for a, b in zip(lines, lines[1:], strict=False):
+    for a, b in itertools.pairwise(lines):
         if a.page == b.page and a.column == b.column and a.size == b.size:
             g = round(a.y - b.y, 1)
             if g > 0:
@@ -219,38 +246,43 @@ def _modal_gaps(lines: list[Line]) -> dict[float, float]:
     return {s: c.most_common(1)[0][0] for s, c in gaps.items()}
 
 
-_SENTENCE_END = re.compile(r"[.!?:;)\]\"”’']$")
+_SENTENCE_END = re.compile(r"[.!?]$")
+
+
+_REF_START = re.compile(
+    r"^(?:\[\d+\]|\d{1,4}\.\s|[^\W\d_][\w'\u2019-]*(?:\s[a-z]{1,4})*,\s(?:[A-Z]\.|[^\W\d_]+[;,\s]))"
+)
 
 
 def _joins(a: Line, b: Line, layouts, gaps, col_right: float) -> bool:
     """Whether line ``b`` continues the paragraph of line ``a``."""
     if abs(a.size - b.size) > 0.3:
         return False
-    kind, mode = layouts.get(a.size, ("flat", a.x0))
     same_flow = a.page == b.page and a.column == b.column
     if same_flow:
+        kind = layouts.get((a.page, a.size), "flat")
         gap = a.y - b.y
         normal = gaps.get(a.size, gap)
         if gap > normal * 1.2 + 0.5 or gap < -1:
             return False
-        dx = b.x0 - a.x0
+        dx = b.rel_x - a.rel_x
         if kind == "hanging":
             return dx > -2
         if kind == "indent":
             return dx < 2
         return abs(dx) <= 2
-    # A page or column break: no gap to go by, so use the indents and the line lengths.
+    # A page or column break: no gap to go by, so use the indents and the line ends.
+    kind = layouts.get((b.page, b.size), "flat")
     if kind == "hanging":
-        return b.x0 - (b.column and 0) >= a.x0 - 2 if False else _at_mode(b, mode, layouts)
+        return b.high
     if kind == "indent":
-        return _at_mode(b, mode, layouts)
+        return not b.high
     short = a.x1 < col_right - 0.15 * max(col_right - a.x0, 1)
-    return not (short and _SENTENCE_END.search(a.text))
+    ended = _SENTENCE_END.search(a.text) or _URLISH.search(a.text)
+    return not (ended and (short or _REF_START.match(b.text)))
 
 
-def _at_mode(line: Line, mode: float, layouts) -> bool:
-    # Continuation lines sit at the modal left edge (relative to their column).
-    return abs(line.x0 - mode) <= 3 or (line.column == 1 and line.x0 > mode + 45)
+_URLISH = re.compile(r"(?:https?://|doi:\s*|10\.\d{4,9}/)\S+$", re.IGNORECASE)
 
 
 def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
@@ -279,12 +311,13 @@ def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
             "The PDF contains no extractable text (is it a scan?). Upload a PDF with a text layer."
         )
     body_size = sizes.most_common(1)[0][0]
-    _strip_furniture(pages, body_size, height or 842.0)
+    _strip_furniture(pages, height or 842.0)
     ordered: list[Line] = []
     for lines in pages:
         ordered.extend(_order_columns(lines, width or 595.0))
     if not ordered:
         raise AnalysisInputError("The PDF contains no extractable text.")
+    _set_rel_x(ordered)
     layouts = _layouts(ordered)
     gaps = _modal_gaps(ordered)
     col_right: dict[tuple[int, int], float] = {}

@@ -1,0 +1,362 @@
+"""Find in-text citation markers and read their keys.
+
+Author-year markers (APA, Harvard, German) are found from their years: a parenthesis holding a
+year preceded by a chain of capitalised surnames (``Smith & Lee, 2020``, ``Hart, Hammond and
+Friedman 2009``, ``Vetter u. a. 2020``, ``Klieme/Walters 2016``), or, for narrative citations, a
+parenthesis holding only a year right after such a chain (``Smith et al. (2020)``). Prose in front
+of the names (``see``, ``vgl.``, ``for a review, see``) stays in the marker text but not in the
+key. ``ebd.``/``ibid.`` repeats the previous citation. Numeric markers are ``[3]``, ``[2-5]``
+(IEEE) and ``(2,3)`` (Vancouver); ranges list every number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .blocks import Block
+from .references import YEAR, Reference
+from .text import fold
+
+STYLES = ("apa", "harvard", "ieee", "german", "vancouver")
+NUMERIC = ("ieee", "vancouver")
+
+_NAME = r"[^\W\d_][\w'\u2019\-]*"
+# Words joining the names of one work's authors.
+_CONN = r"(?:\s*,\s*(?:&|and|und)\s+|\s+(?:&|and|und)\s+|\s*/\s*|\s*,\s*)"
+_ETAL = r"(?:\s+(?:et\s+al\.?|u\.\s?a\.|et\s+al\.,?))"
+_CHAIN = re.compile(rf"({_NAME}(?:{_CONN}{_NAME})*)({_ETAL})?\s*,?\s*$")
+_YEAR_TOKEN = re.compile(rf"(?<![\w/.\-\u2013])({YEAR}|n\.\s?d\.|o\.\s?J\.)([a-z])?(?![\w])")
+_LOCATOR_BEFORE = re.compile(r"(?:\b(?:p|pp|S|s|Rn|para|ch|Kap|vol|Bd|no|Nr)\.?\s*)$")
+_NARRATIVE_CONTENT = re.compile(
+    rf"^\s*(?:{YEAR}[a-z]?|n\.\s?d\.|o\.\s?J\.)(?:\s*,\s*(?:{YEAR}[a-z]?))*"
+    r"(?:\s*,\s*(?:p|pp|S|s)\.\s*[\dIVXivx]+(?:\s*[\u2013\-]\s*\d+)?(?:\s*f{1,2}\.)?)?\s*$"
+)
+_IBID = re.compile(r"^\s*(?:ebd\.|ebenda|ibid\.?|ibidem)", re.IGNORECASE)
+_NUM_LIST = r"\d{1,4}(?:\s*[\u2013\-\u2014]\s*\d{1,4})?(?:\s*[,;]\s*\d{1,4}(?:\s*[\u2013\-\u2014]\s*\d{1,4})?)*"
+_BRACKETS = re.compile(rf"\[\s*({_NUM_LIST})\s*\]")
+_PARENS_NUM = re.compile(rf"\(\s*({_NUM_LIST})\s*\)")
+_PARTICLES = {
+    "van",
+    "von",
+    "de",
+    "der",
+    "den",
+    "del",
+    "della",
+    "di",
+    "da",
+    "du",
+    "le",
+    "la",
+    "ten",
+    "ter",
+    "dos",
+    "das",
+    "st.",
+    "mc",
+}
+_SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|[(\[]\s*)$")
+
+
+@dataclass
+class Citation:
+    """One in-text citation marker."""
+
+    text: str
+    keys: list[dict]
+    paragraph: int
+    start: int
+    end: int
+    context: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "keys": self.keys,
+            "paragraph": self.paragraph,
+            "start": self.start,
+            "end": self.end,
+            "context": self.context,
+        }
+
+
+# ---------------------------------------------------------------- style detection
+
+
+def detect_style(body: list[Block], refs: list[Reference]) -> str:
+    """The citation style of the document, from its markers and its reference list."""
+    brackets = parens_num = ay_comma = ay_plain = german = 0
+    for b in body:
+        t = b.text
+        brackets += sum(1 for _ in _BRACKETS.finditer(t))
+        for m in _PARENS_NUM.finditer(t):
+            if not re.fullmatch(rf"\s*{YEAR}\s*", m.group(1)):
+                parens_num += 1
+        ay_comma += len(re.findall(rf"{_NAME}(?:\s+et al\.)?,\s+{YEAR}[a-z]?[,;)]", t))
+        ay_plain += len(re.findall(rf"{_NAME}(?:\s+et al\.|\s+u\.\s?a\.)?\s+{YEAR}[a-z]?[,;)]", t))
+        german += len(re.findall(r"\bu\.\s?a\.\s+(?:\(?\d{4})|\(vgl\.|\bvgl\.\s|,\s+S\.\s+\d", t))
+    ref_numbered_brackets = sum(1 for r in refs if r.text.startswith("["))
+    ref_numbered_dots = sum(1 for r in refs if re.match(r"^\d{1,4}\.\s", r.text))
+    ref_colon_year = sum(1 for r in refs if re.search(rf"\({YEAR}[a-z]?\):", r.text[:300]))
+    ref_quoted = sum(1 for r in refs if re.search(rf"\({YEAR}[a-z]?\)\s+['\u2018]", r.text[:300]))
+    author_year = ay_comma + ay_plain
+    numeric = brackets + parens_num
+    n_refs = max(len(refs), 1)
+    if numeric > author_year or (ref_numbered_brackets + ref_numbered_dots) > 0.5 * n_refs:
+        if brackets + 3 * ref_numbered_brackets >= parens_num + 3 * ref_numbered_dots:
+            return "ieee"
+        return "vancouver"
+    if german > 0.05 * max(author_year, 1) or ref_colon_year > 0.3 * n_refs:
+        return "german"
+    if ay_comma > ay_plain or (ref_quoted < 0.2 * n_refs and ay_comma >= 0.5 * ay_plain):
+        return "apa"
+    return "harvard"
+
+
+# ---------------------------------------------------------------- author-year markers
+
+
+class _Vocabulary:
+    """Words of the document used to tell surnames from capitalised prose words."""
+
+    def __init__(self, blocks: list[Block], refs: list[Reference]) -> None:
+        self.lower: set[str] = set()
+        for b in blocks:
+            self.lower.update(w for w in re.findall(r"\b[a-zäöüß]+\b", b.text))
+        self.surnames: set[str] = set()
+        self.multiword: set[str] = set()
+        for r in refs:
+            for a in r.authors:
+                f = fold(a)
+                self.surnames.add(f)
+                self.surnames.update(f.split())
+                if " " in f:
+                    self.multiword.add(f)
+
+    def is_prose(self, word: str) -> bool:
+        f = fold(word)
+        return f not in self.surnames and word.lower() in self.lower
+
+
+def _split_chain(chain: str) -> list[str]:
+    return [p for p in re.split(_CONN, chain) if p]
+
+
+def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str]] | None:
+    """The author chain ending ``prefix``: (start offset in prefix, surnames) or None."""
+    window = prefix[-160:]
+    offset = len(prefix) - len(window)
+    m = _CHAIN.search(window)
+    if not m:
+        return None
+    chain = m.group(1)
+    start = m.start(1)
+    names = _split_chain(chain)
+    # Cut at the first name that does not start with a capital (prose such as "see").
+    while names and not names[0][0].isupper():
+        first = names.pop(0)
+        rest = chain[len(first) :]
+        stripped = re.match(_CONN, rest)
+        cut = len(first) + (stripped.end() if stripped else 0)
+        chain = chain[cut:]
+        start += cut
+    if not names or not names[-1][0].isupper():
+        return None
+    # "However, Qian, Hart and Dekker": a leading capitalised prose word is not an author.
+    if len(names) > 1 and vocab.is_prose(names[0]):
+        first = names.pop(0)
+        rest = chain[len(first) :]
+        stripped = re.match(_CONN, rest)
+        cut = len(first) + (stripped.end() if stripped else 0)
+        chain = chain[cut:]
+        start += cut
+    elif len(names) == 1 and vocab.is_prose(names[0]) and _SENTENCE_START.search(window[:start]):
+        return None
+    # A comma list without a final "and" is a sentence, not an author list: keep the last name.
+    if len(names) > 1 and not re.search(r"(?:&|\band\b|\bund\b|/)", chain):
+        last = names[-1]
+        idx = chain.rfind(last)
+        start += idx
+        chain = chain[idx:]
+        names = [last]
+    # Multi-word surnames ("van der Berg", "De Vries") known from the reference list.
+    before = window[:start].rstrip()
+    words = before.split()
+    for k in (3, 2, 1):
+        if len(words) >= k:
+            cand = " ".join([*words[-k:], names[0]])
+            if fold(cand) in vocab.multiword or (
+                k == 1 and words[-1].lower() in _PARTICLES and fold(cand) in vocab.surnames
+            ):
+                start = len(before) - len(" ".join(words[-k:]))
+                names[0] = cand
+                break
+    return offset + start, names
+
+
+def _year_key(author: str, year: str, suffix: str | None) -> dict:
+    year = year.replace(" ", "")
+    return {"author": author, "year": year + (suffix or "")}
+
+
+def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
+    keys: list[dict] = []
+    for part in re.split(r";", content):
+        pos = 0
+        author = None
+        last_end = None
+        for m in _YEAR_TOKEN.finditer(part):
+            if _LOCATOR_BEFORE.search(part[: m.start()]):
+                continue
+            if (
+                author is not None
+                and last_end is not None
+                and re.fullmatch(r"\s*,\s*", part[last_end : m.start()])
+            ):
+                keys.append(_year_key(author, m.group(1), m.group(2)))
+                last_end = m.end()
+                continue
+            found = _chain_before(part[pos : m.start()], vocab)
+            if not found:
+                continue
+            author = found[1][0]
+            keys.append(_year_key(author, m.group(1), m.group(2)))
+            last_end = m.end()
+            pos = m.end()
+    return keys
+
+
+def _matching_paren(text: str, i: int) -> int:
+    depth = 0
+    for j in range(i, min(len(text), i + 600)):
+        c = text[j]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _context(text: str, start: int, end: int) -> str:
+    left = max(text.rfind(". ", 0, start) + 2, start - 160, 0)
+    if left >= 2 and text[left - 2 : left] != ". ":
+        left = text.find(" ", left) + 1 or left
+    right = text.find(". ", end)
+    right = len(text) if right < 0 or right > end + 160 else right + 1
+    return text[left:right].strip()
+
+
+def _author_year_markers(
+    block: Block, vocab: _Vocabulary, previous: list[dict] | None
+) -> list[Citation]:
+    text = block.text
+    out: list[Citation] = []
+    i = text.find("(")
+    while i >= 0:
+        j = _matching_paren(text, i)
+        if j < 0:
+            break
+        content = text[i + 1 : j]
+        cite = None
+        if _IBID.match(content):
+            prior = out[-1].keys if out else previous
+            if prior:
+                cite = Citation(text[i : j + 1], [dict(k) for k in prior], block.index, i, j + 1)
+        elif _NARRATIVE_CONTENT.match(content):
+            found = _chain_before(text[:i].rstrip(), vocab)
+            gap = text[:i]
+            if found and len(gap) - len(gap.rstrip()) <= 1:
+                start, names = found
+                keys = [
+                    _year_key(names[0], m.group(1), m.group(2))
+                    for m in _YEAR_TOKEN.finditer(content)
+                    if not _LOCATOR_BEFORE.search(content[: m.start()])
+                ]
+                if keys:
+                    cite = Citation(text[start : j + 1], keys, block.index, start, j + 1)
+        elif _YEAR_TOKEN.search(content):
+            keys = _parse_paren_group(content, vocab)
+            if keys:
+                cite = Citation(text[i : j + 1], keys, block.index, i, j + 1)
+        if cite:
+            cite.context = _context(text, cite.start, cite.end)
+            out.append(cite)
+            i = text.find("(", j + 1)
+        else:
+            i = text.find("(", i + 1)
+    return out
+
+
+# ---------------------------------------------------------------- numeric markers
+
+
+def _expand(numbers: str) -> list[dict]:
+    keys: list[dict] = []
+    for part in re.split(r"\s*[,;]\s*", numbers.strip()):
+        m = re.fullmatch(r"(\d+)\s*[\u2013\-\u2014]\s*(\d+)", part)
+        if m:
+            a, b = int(m.group(1)), int(m.group(2))
+            if a <= b and b - a <= 200:
+                keys.extend({"number": n} for n in range(a, b + 1))
+                continue
+            keys.extend([{"number": a}, {"number": b}])
+        elif part.isdigit():
+            keys.append({"number": int(part)})
+    return keys
+
+
+def _numeric_markers(block: Block, style: str, max_number: int) -> list[Citation]:
+    pattern = _BRACKETS if style == "ieee" else _PARENS_NUM
+    out = []
+    for m in pattern.finditer(block.text):
+        keys = _expand(m.group(1))
+        if not keys:
+            continue
+        # "(2019)" in a numbered document is a year, not reference 2019.
+        if max_number < 1000 and all(1500 <= k["number"] <= 2100 for k in keys):
+            continue
+        c = Citation(m.group(0), keys, block.index, m.start(), m.end())
+        c.context = _context(block.text, c.start, c.end)
+        out.append(c)
+    return out
+
+
+def parse_citations(
+    blocks: list[Block],
+    refs: list[Reference],
+    section: tuple[int, int] | None,
+    style: str | None = None,
+) -> tuple[str, list[Citation]]:
+    """Detect the style (unless given) and return it with every citation in document order."""
+    in_refs = range(*section) if section else range(0)
+    body = [b for b in blocks if b.index not in in_refs and not b.is_heading]
+    if section:
+        # The reference heading itself is a heading-like block too.
+        body = [b for b in body if b.index != section[0] - 1]
+    if style is None:
+        style = detect_style(body, refs)
+    citations: list[Citation] = []
+    if style in NUMERIC:
+        max_number = max((r.number or 0 for r in refs), default=0)
+        for b in body:
+            citations.extend(_numeric_markers(b, style, max_number))
+    else:
+        vocab = _Vocabulary(blocks, refs)
+        for b in body:
+            found = _author_year_markers(b, vocab, citations[-1].keys if citations else None)
+            citations.extend(found)
+    return style, citations
+
+
+def language_hint(blocks: list[Block]) -> str:
+    """'de' or 'en' from the commonest function words."""
+    words = Counter()
+    for b in blocks[:200]:
+        words.update(w.lower() for w in re.findall(r"\b\w+\b", b.text))
+    de = sum(words[w] for w in ("der", "die", "und", "das", "nicht", "mit", "wird"))
+    en = sum(words[w] for w in ("the", "and", "of", "is", "with", "that", "are"))
+    return "de" if de > en else "en"

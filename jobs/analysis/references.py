@@ -1,0 +1,251 @@
+"""Find the reference list and parse each entry into authors, year, title, venue and DOI.
+
+The list starts after the last heading called "References", "Bibliography", "Literaturverzeichnis"
+and the like (the table of contents names it too, earlier) and runs until the next heading or an
+appendix. Entries in the five styles are parsed by shape, not by their wording: author-year
+entries put the year in parentheses after the names, IEEE entries open with ``[n]`` and quote the
+title, Vancouver entries open with ``n.`` and put the initials after the surname.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from .blocks import Block
+
+_HEADING = re.compile(
+    r"^(?:(?:\d+(?:\.\d+)*|[IVXLC]+|[A-Z])[.)]?\s+)?"
+    r"(references|reference list|bibliography|works cited|literature cited|cited literature|"
+    r"literature|sources|list of references|literaturverzeichnis|literatur|quellenverzeichnis|"
+    r"quellen|bibliografie|bibliographie|références|referencias)\s*:?$",
+    re.IGNORECASE,
+)
+_END = re.compile(
+    r"^(?:(?:\d+(?:\.\d+)*|[IVXLC]+|[A-Z])[.)]?\s+)?(appendix|appendices|anhang|annex|"
+    r"eidesstattliche|declaration|erklärung|acknowledg|danksagung|index)\b",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"^\s*(?:\[(\d{1,4})\]|(\d{1,4})\.(?=\s)|\((\d{1,4})\))\s*")
+_DOI = re.compile(
+    r"(?:https?://(?:dx\.)?doi\.org/|\bdoi:\s*|\bDOI:?\s+|\bdoi\.org/)(\S+)",
+    re.IGNORECASE,
+)
+_BARE_DOI = re.compile(r"(?<![\w/])(10\.\S+/\S*)")
+# Crossref's recommended pattern for modern DOIs.
+DOI_VALID = re.compile(r"^10\.\d{4,9}/[-._;()/:A-Za-z0-9]+$")
+YEAR = r"(?:1[5-9]\d\d|20\d\d)"
+_PAREN_YEAR = re.compile(
+    rf"\(\s*({YEAR}[a-z]?|n\.\s?d\.|o\.\s?J\.|in press|im Druck)\s*\)", re.IGNORECASE
+)
+_ANY_YEAR = re.compile(rf"(?<![\d/.\-])({YEAR})([a-z]?)(?![\d/])")
+_INITIALS = re.compile(r"^(?:[A-Z][a-z]?\.?\s?-?)+$|^[A-Z]{1,4}$")
+_QUOTED = re.compile(r"[\"\u201c\u2018'](.+?)[,.]?[\"\u201d\u2019'](?=[\s,.]|$)")
+
+
+@dataclass
+class Reference:
+    """One entry of the reference list."""
+
+    index: int
+    text: str
+    paragraph: int
+    number: int | None = None
+    authors: list[str] = field(default_factory=list)
+    year: str | None = None
+    title: str | None = None
+    venue: str | None = None
+    doi: str | None = None
+    doi_valid: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Reference:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    @property
+    def first_author(self) -> str:
+        return self.authors[0] if self.authors else ""
+
+    def label(self) -> str:
+        """A short human label: ``Smith 2020`` or ``[12] Smith``."""
+        who = self.first_author or self.text[:30]
+        if len(self.authors) == 2:
+            who = f"{self.authors[0]} & {self.authors[1]}"
+        elif len(self.authors) > 2:
+            who = f"{self.authors[0]} et al."
+        parts = [f"[{self.number}]"] if self.number is not None else []
+        parts.append(who)
+        if self.year:
+            parts.append(self.year)
+        return " ".join(parts)
+
+
+def find_section(blocks: list[Block]) -> tuple[int, int] | None:
+    """Block index range ``[start, end)`` of the reference entries, or None."""
+    heading = None
+    for b in blocks:
+        if len(b.text) < 60 and _HEADING.match(b.text):
+            heading = b.index
+    if heading is None:
+        return None
+    end = len(blocks)
+    for b in blocks[heading + 1 :]:
+        if (b.is_heading or len(b.text) < 60) and _END.match(b.text):
+            end = b.index
+            break
+        if b.is_heading:
+            end = b.index
+            break
+    if end <= heading + 1:
+        return None
+    return heading + 1, end
+
+
+def extract_doi(text: str) -> str | None:
+    """The DOI printed in an entry, as written (so a malformed one can be reported)."""
+    m = _DOI.search(text)
+    if m:
+        doi = m.group(1)
+    else:
+        m = _BARE_DOI.search(text)
+        if not m:
+            return None
+        doi = m.group(1)
+    doi = doi.rstrip(".,;")
+    # A closing parenthesis belongs to the DOI only if it opened one.
+    while doi.endswith(")") and doi.count("(") < doi.count(")"):
+        doi = doi[:-1]
+    return doi or None
+
+
+def doi_is_valid(doi: str | None) -> bool:
+    return bool(doi) and bool(DOI_VALID.match(doi))
+
+
+def _surname_from_given_first(name: str) -> str:
+    """``L. N. Gauthier`` -> ``Gauthier``; ``J.-P. de la Cruz`` -> ``de la Cruz``."""
+    words = name.split()
+    rest = [w for w in words if not re.match(r"^(?:[A-Z][a-z]?\.-?)+$", w)]
+    return " ".join(rest) if rest else name
+
+
+def _split_author_year_names(segment: str) -> list[str]:
+    """Surnames from ``Smith, J. A., Jones, B., & Lee, C.`` or ``Bauer, W.; Ek, J.``."""
+    segment = re.sub(r"\s*(?:et al\.?|u\.\s?a\.|and others|\.\.\.)\s*$", "", segment.strip())
+    if ";" in segment:
+        parts = [p.strip() for p in segment.split(";")]
+        return [p.split(",")[0].strip() for p in parts if p.strip()]
+    segment = re.sub(r",?\s+(?:&|and|und)\s+", ", ", segment)
+    pieces = [p.strip() for p in segment.split(",") if p.strip()]
+    names: list[str] = []
+    for p in pieces:
+        if _INITIALS.match(p) or re.match(r"^(?:[A-Z]\.\s?)+(?:[A-Z]\.)?$", p):
+            continue
+        if re.match(r"^(?:[A-Z][a-z]?\.\s?-?)+\s", p):
+            # "J. Smith" (given name first) inside an author-year list
+            names.append(_surname_from_given_first(p))
+            continue
+        names.append(p)
+    return names
+
+
+def _parse_author_year(ref: Reference, body: str) -> bool:
+    m = _PAREN_YEAR.search(body)
+    if not m or m.start() > 400:
+        return False
+    ref.year = m.group(1).replace(" ", "")
+    ref.authors = _split_author_year_names(body[: m.start()])
+    rest = body[m.end() :].lstrip(".: ")
+    q = _QUOTED.match(rest)
+    if q:
+        ref.title = q.group(1).strip()
+        tail = rest[q.end() :].lstrip(",. ")
+    else:
+        cut = re.search(r"(?<=[^\s.][^\s.])[.?!](?:\s|$)", rest)
+        ref.title = (rest[: cut.start() + 1] if cut else rest).strip().rstrip(".")
+        tail = rest[cut.end() :] if cut else ""
+    tail = re.sub(r"^(?:In:?\s+)", "", tail.strip())
+    ref.venue = re.split(r",|\.\s|\(|\d", tail, maxsplit=1)[0].strip() or None
+    return True
+
+
+def _parse_ieee(ref: Reference, body: str) -> None:
+    q = re.search(r"[\"\u201c](.+?)[,.]?[\"\u201d]", body)
+    head = body[: q.start()] if q else body.split(",", 1)[0]
+    head = head.strip().rstrip(",")
+    head = re.sub(r"\s*et al\.?$", "", head)
+    names = re.split(r",\s*(?:and\s+)?|\s+and\s+", head)
+    ref.authors = [_surname_from_given_first(n.strip()) for n in names if n.strip()]
+    if q:
+        ref.title = q.group(1).strip()
+        tail = body[q.end() :].lstrip(", ")
+        tail = re.sub(r"^in\s+", "", tail)
+        ref.venue = re.split(r",", tail, maxsplit=1)[0].strip() or None
+    years = _ANY_YEAR.findall(body)
+    if years:
+        ref.year = years[-1][0]
+
+
+def _parse_vancouver(ref: Reference, body: str) -> None:
+    head, _, rest = body.partition(". ")
+    names = [n.strip() for n in head.split(",") if n.strip() and n.strip() != "et al"]
+    authors = []
+    for n in names:
+        words = n.split()
+        if len(words) > 1 and re.match(r"^[A-Z]{1,4}$", words[-1]):
+            authors.append(" ".join(words[:-1]))
+        else:
+            authors.append(n)
+    ref.authors = authors
+    title, _, tail = rest.partition(". ")
+    ref.title = title.strip() or None
+    tail = re.sub(r"^In:\s*", "", tail)
+    ref.venue = re.split(r"\.\s|;|\d", tail, maxsplit=1)[0].strip() or None
+    m = re.search(rf"(?<![\d/])({YEAR})(?=\s*[;.:]|\s*$)", rest)
+    years = [m.group(1)] if m else [y for y, _ in _ANY_YEAR.findall(rest)]
+    if years:
+        ref.year = years[0]
+
+
+def parse_reference(index: int, block: Block, numbered: bool) -> Reference:
+    """Parse one entry. ``numbered`` says whether the document uses a numeric style."""
+    text = block.text
+    ref = Reference(index=index, text=text, paragraph=block.index)
+    body = text
+    m = _NUMBER.match(text)
+    if m:
+        ref.number = int(next(g for g in m.groups() if g))
+        body = text[m.end() :]
+    elif numbered and block.number is not None:
+        ref.number = block.number
+    ref.doi = extract_doi(text)
+    ref.doi_valid = doi_is_valid(ref.doi)
+    if not _parse_author_year(ref, body):
+        if text.lstrip().startswith("[") or re.search(r"[\"\u201c]", body[:300]):
+            _parse_ieee(ref, body)
+        else:
+            _parse_vancouver(ref, body)
+    return ref
+
+
+def _looks_like_entry(text: str) -> bool:
+    return bool(_NUMBER.match(text) or _PAREN_YEAR.search(text[:400]) or _ANY_YEAR.search(text))
+
+
+def parse_references(
+    blocks: list[Block], numbered: bool
+) -> tuple[list[Reference], tuple[int, int] | None]:
+    """The reference entries of the document, in list order, and the block range they span."""
+    section = find_section(blocks)
+    if section is None:
+        return [], None
+    start, end = section
+    refs: list[Reference] = []
+    for b in blocks[start:end]:
+        if not _looks_like_entry(b.text) and len(b.text) < 40:
+            continue  # stray furniture such as a lone page label
+        refs.append(parse_reference(len(refs), b, numbered))
+    return refs, section
