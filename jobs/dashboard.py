@@ -1,0 +1,458 @@
+"""The operator dashboard's queries: plain functions that return plain data.
+
+The admin view (``jobs.admin``) only renders what ``build_dashboard()`` returns, so every
+number on the page can be tested here without a request. Each query is written to be served
+by an index on a large table (the comment above each names it); ``bench/dashboard_bench.py``
+checks the whole page against 1,000,000 jobs.
+
+Ages are measured from ``finished_at`` (time since the job turned terminal) for terminal jobs
+and from ``created_at`` for jobs still queued or running. The ghost split "within / past
+grace" follows the backstop's own rule: ``updated_at`` against ``ACURIO_SWEEP_GRACE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Aggregate, Count, FloatField, Max, Min, Q
+from django.db.models.functions import TruncDate, TruncHour
+from django.utils import timezone
+
+from .models import (
+    AnalysisJob,
+    AnalysisRun,
+    JobStatus,
+    RunEvent,
+    RunEventKind,
+    SavedBy,
+    SweeperHeartbeat,
+)
+
+# How many rows the dashboard lists in its tables (the change lists show the rest).
+LIST_LIMIT = 50
+# A sweeper is stale when it has missed this many ticks (issue 7: "no sweeper ticked for 3 ticks").
+MISSED_TICKS = 3
+# Stopped sweepers stay on the page this long, so a drained deploy is still visible.
+STOPPED_VISIBLE = timedelta(days=1)
+WRITER_DAYS = 7
+CHART_HOURS = 48
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ``percentile_cont(f) WITHIN GROUP (ORDER BY expr)``: an exact median in SQL."""
+
+    function = "percentile_cont"
+    name = "PercentileCont"
+    output_field = FloatField()
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)%(filter)s"
+
+    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"fraction must be within [0, 1], not {fraction!r}")
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+def format_age(seconds: float | None) -> str:
+    """A compact age for tables: "42 s", "7 min", "3 h 05 min", "2 d 4 h"."""
+    if seconds is None:
+        return "—"
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+def _age(now: datetime, then: datetime | None) -> float | None:
+    return None if then is None else (now - then).total_seconds()
+
+
+# --- In-flight window ---------------------------------------------------------------------
+
+
+def in_flight(now: datetime, window: timedelta, limit: int = LIST_LIMIT) -> dict:
+    """Jobs queued, running, or terminal within ``window``: counts per status and the newest rows.
+
+    Index: a BitmapOr of ``job_active_idx`` (queued/running, partial) and ``job_finished_idx``
+    (finished_at >= now - window); only the window's rows are read, however old the table.
+    """
+    since = now - window
+    qs = AnalysisJob.objects.alive().filter(
+        Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]) | Q(finished_at__gte=since)
+    )
+    counts = {status: 0 for status in JobStatus.values}
+    for row in qs.values("status").annotate(n=Count("*")).order_by():
+        counts[row["status"]] = row["n"]
+    rows = []
+    # .values() keeps the wide columns (upload, doc_html, results) out of the fetch.
+    for job in qs.order_by("-created_at").values(
+        "id",
+        "filename",
+        "owner__username",
+        "status",
+        "progress_step",
+        "progress_done",
+        "progress_total",
+        "created_at",
+        "finished_at",
+        "workflow_id",
+        "error",
+    )[:limit]:
+        terminal = job["status"] in (JobStatus.COMPLETE, JobStatus.FAILED)
+        age = _age(now, job["finished_at"] if terminal else job["created_at"])
+        rows.append({**job, "terminal": terminal, "age_seconds": age, "age": format_age(age)})
+    return {
+        "window_minutes": int(window.total_seconds() // 60),
+        "counts": counts,
+        "total": sum(counts.values()),
+        "rows": rows,
+        "truncated": sum(counts.values()) > len(rows),
+    }
+
+
+# --- Ghost runs ---------------------------------------------------------------------------
+
+
+def ghosts(now: datetime, grace: timedelta, window: timedelta, limit: int = LIST_LIMIT) -> dict:
+    """Terminal jobs with verdicts and no run row, at any age, split within / past grace.
+
+    Index: ``job_ghost_idx`` (partial: only ghosts are in it), so the cost is the number of
+    ghosts, not the size of the table.
+    """
+    cutoff = now - grace
+    since = now - window
+    qs = AnalysisJob.objects.ghosts()
+    agg = qs.aggregate(
+        within=Count("id", filter=Q(updated_at__gt=cutoff)),
+        past=Count("id", filter=Q(updated_at__lte=cutoff)),
+        outside_window=Count("id", filter=Q(finished_at__lt=since)),
+        oldest_within=Min("finished_at", filter=Q(updated_at__gt=cutoff)),
+        oldest_past=Min("finished_at", filter=Q(updated_at__lte=cutoff)),
+    )
+    rows = []
+    # Oldest first, like the backstop: the ones most overdue lead the list.
+    for job in qs.order_by("updated_at").values(
+        "id",
+        "filename",
+        "owner__username",
+        "status",
+        "run_id",
+        "finished_at",
+        "updated_at",
+    )[:limit]:
+        age = _age(now, job["finished_at"])
+        rows.append(
+            {
+                **job,
+                "age_seconds": age,
+                "age": format_age(age),
+                "past_grace": job["updated_at"] <= cutoff,
+                "in_window": job["finished_at"] is not None and job["finished_at"] >= since,
+            }
+        )
+    total = agg["within"] + agg["past"]
+    oldest_within = _age(now, agg["oldest_within"])
+    oldest_past = _age(now, agg["oldest_past"])
+    return {
+        "grace_seconds": int(grace.total_seconds()),
+        "total": total,
+        "within_grace": agg["within"],
+        "past_grace": agg["past"],
+        "outside_window": agg["outside_window"],
+        "oldest_within_seconds": oldest_within,
+        "oldest_within": format_age(oldest_within),
+        "oldest_past_seconds": oldest_past,
+        "oldest_past": format_age(oldest_past),
+        "rows": rows,
+        "truncated": total > len(rows),
+    }
+
+
+# --- Sweeper health -----------------------------------------------------------------------
+
+
+def sweepers(now: datetime) -> dict:
+    """One row per sweeper process with its state; ``banner`` when none ticked for 3 ticks.
+
+    A sweeper is alive while it has not stopped and its last tick is younger than
+    ``MISSED_TICKS`` of its own tick interval. The table is one row per process: no index needed.
+    """
+    rows = []
+    qs = SweeperHeartbeat.objects.filter(
+        Q(stopped_at__isnull=True) | Q(stopped_at__gte=now - STOPPED_VISIBLE)
+    ).order_by("-last_tick_at", "name")
+    for hb in qs:
+        limit = timedelta(seconds=hb.tick_seconds * MISSED_TICKS)
+        if hb.stopped_at is not None:
+            state = "stopped"
+        elif hb.last_tick_at is not None and now - hb.last_tick_at <= limit:
+            state = "alive"
+        else:
+            state = "stale"
+        tick_age = _age(now, hb.last_tick_at)
+        backstop_age = _age(now, hb.last_backstop_at)
+        rows.append(
+            {
+                "name": hb.name,
+                "state": state,
+                "started_at": hb.started_at,
+                "last_tick_at": hb.last_tick_at,
+                "last_tick_age": format_age(tick_age),
+                "last_tick_age_seconds": tick_age,
+                "last_backstop_at": hb.last_backstop_at,
+                "last_backstop_age": format_age(backstop_age),
+                "backstop_in_flight": hb.backstop_in_flight and state == "alive",
+                "tick_seconds": hb.tick_seconds,
+                "stopped_at": hb.stopped_at,
+            }
+        )
+    alive = [r for r in rows if r["state"] == "alive"]
+    last_tick = max((r["last_tick_at"] for r in rows if r["last_tick_at"]), default=None)
+    return {
+        "rows": rows,
+        "alive": len(alive),
+        "banner": not alive,
+        "last_tick_age": format_age(_age(now, last_tick)) if last_tick else None,
+        "backstop_in_flight": any(r["backstop_in_flight"] for r in alive),
+        "missed_ticks": MISSED_TICKS,
+    }
+
+
+def event_counts(now: datetime) -> dict:
+    """Rows recorded, judged and trimmed in the last hour and the last day.
+
+    Index: ``runevent_kind_time_idx`` (kind, created_at): one range per kind, index-only.
+    """
+    hour, day = now - timedelta(hours=1), now - timedelta(days=1)
+    counts = {kind: {"hour": 0, "day": 0, "label": label} for kind, label in RunEventKind.choices}
+    qs = (
+        RunEvent.objects.filter(kind__in=RunEventKind.values, created_at__gte=day)
+        .values("kind")
+        .annotate(day=Count("*"), hour=Count("created_at", filter=Q(created_at__gte=hour)))
+        .order_by()
+    )
+    for row in qs:
+        counts[row["kind"]].update(hour=row["hour"], day=row["day"])
+    return counts
+
+
+def recording_lag(now: datetime) -> dict:
+    """Lag between a job turning terminal and the backstop recording its run: median and max.
+
+    Computed in SQL (``percentile_cont``) over the last hour and day of "recorded" events.
+    Index: ``runevent_kind_time_idx`` (kind = 'recorded' AND created_at >= now - 1 day).
+    """
+    hour, day = now - timedelta(hours=1), now - timedelta(days=1)
+    in_hour = Q(created_at__gte=hour)
+    agg = RunEvent.objects.filter(
+        kind=RunEventKind.RECORDED, created_at__gte=day, lag_seconds__isnull=False
+    ).aggregate(
+        median_day=PercentileCont("lag_seconds", 0.5),
+        max_day=Max("lag_seconds"),
+        median_hour=PercentileCont("lag_seconds", 0.5, filter=in_hour),
+        max_hour=Max("lag_seconds", filter=in_hour),
+        n_day=Count("*"),
+        n_hour=Count("created_at", filter=in_hour),
+    )
+    out = dict(agg)
+    for key in ("median_day", "max_day", "median_hour", "max_hour"):
+        out[f"{key}_text"] = format_age(agg[key]) if agg[key] is not None else "—"
+    return out
+
+
+# --- Writers ------------------------------------------------------------------------------
+
+
+def writers_per_day(now: datetime, days: int = WRITER_DAYS) -> list[dict]:
+    """Runs saved per day by writer: client, worker, and legacy rows (saved_by NULL).
+
+    Index: ``run_writer_idx`` (saved_at, saved_by): an index-only range scan of ``days`` days.
+    Newest day first; days without runs are listed with zeros so gaps show.
+    """
+    today = timezone.localdate(now)
+    first = today - timedelta(days=days - 1)
+    start = timezone.make_aware(datetime.combine(first, datetime.min.time()))
+    table: dict = {
+        first + timedelta(days=i): {"client": 0, "worker": 0, "legacy": 0} for i in range(days)
+    }
+    qs = (
+        AnalysisRun.objects.filter(saved_at__gte=start)
+        .annotate(day=TruncDate("saved_at"))
+        .values("day", "saved_by")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    for row in qs:
+        bucket = table.get(row["day"])
+        if bucket is None:  # a saved_at in the future (clock skew): not this table's business
+            continue
+        key = "legacy" if row["saved_by"] is None else row["saved_by"]
+        bucket[key] += row["n"]
+    out = []
+    for day in sorted(table, reverse=True):
+        b = table[day]
+        total = b["client"] + b["worker"] + b["legacy"]
+        out.append({"day": day, **b, "total": total})
+    return out
+
+
+# --- Hourly charts (server-rendered SVG) --------------------------------------------------
+
+
+def _hourly(qs, column: str, since: datetime) -> dict[datetime, int]:
+    rows = qs.annotate(hour=TruncHour(column)).values("hour").annotate(n=Count("*")).order_by()
+    return {
+        row["hour"]: row["n"] for row in rows if row["hour"] is not None and row["hour"] >= since
+    }
+
+
+def hourly_series(now: datetime, hours: int = CHART_HOURS) -> dict[str, list[tuple[datetime, int]]]:
+    """Per hour over the last ``hours``: finished jobs, current ghosts (by the hour they
+    finished), runs recorded by the sweeper's backstop. Every hour is present (zeros included).
+
+    Indexes: ``job_finished_idx`` (index-only range), ``job_ghost_idx`` (partial),
+    ``runevent_kind_time_idx`` (kind = 'recorded').
+    """
+    current = now.replace(minute=0, second=0, microsecond=0)
+    first = current - timedelta(hours=hours - 1)
+    # The whole table's finished jobs, soft-deleted included: this is throughput, and the
+    # deleted_at test would cost a heap visit per row where the index alone answers.
+    finished = _hourly(AnalysisJob.objects.filter(finished_at__gte=first), "finished_at", first)
+    ghost = _hourly(
+        AnalysisJob.objects.ghosts().filter(finished_at__gte=first), "finished_at", first
+    )
+    recorded = _hourly(
+        RunEvent.objects.filter(kind=RunEventKind.RECORDED, created_at__gte=first).exclude(
+            sweeper__startswith="admin:"
+        ),
+        "created_at",
+        first,
+    )
+    hours_list = [first + timedelta(hours=i) for i in range(hours)]
+    return {
+        "finished": [(h, finished.get(h, 0)) for h in hours_list],
+        "ghosts": [(h, ghost.get(h, 0)) for h in hours_list],
+        "recorded": [(h, recorded.get(h, 0)) for h in hours_list],
+    }
+
+
+@dataclass
+class BarChart:
+    """The geometry of one SVG bar chart; the template only draws it."""
+
+    title: str
+    css_class: str
+    width: int
+    height: int
+    total: int
+    peak: int
+    bars: list[dict] = field(default_factory=list)
+    ticks: list[dict] = field(default_factory=list)
+    gridlines: list[dict] = field(default_factory=list)
+    plot_top: int = 0
+    plot_bottom: int = 0
+    plot_left: int = 0
+    plot_right: int = 0
+
+
+def _nice_ceiling(value: int) -> int:
+    """The smallest of 1, 2, 5 times 10^k at or above ``value`` (an axis maximum people can read)."""
+    if value <= 0:
+        return 1
+    scale = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * scale >= value:
+                return step * scale
+        scale *= 10
+
+
+def bar_chart(
+    title: str,
+    points: list[tuple[datetime, int]],
+    *,
+    css_class: str,
+    width: int = 560,
+    height: int = 150,
+) -> BarChart:
+    """Lay out ``points`` (hour, count) as bars with a readable y-axis and a tick every 6 hours."""
+    left, right, top, bottom = 34, 6, 10, 22
+    plot_w, plot_h = width - left - right, height - top - bottom
+    peak = max((n for _, n in points), default=0)
+    axis_max = _nice_ceiling(peak)
+    slot = plot_w / max(len(points), 1)
+    chart = BarChart(
+        title=title,
+        css_class=css_class,
+        width=width,
+        height=height,
+        total=sum(n for _, n in points),
+        peak=peak,
+        plot_top=top,
+        plot_bottom=top + plot_h,
+        plot_left=left,
+        plot_right=left + plot_w,
+    )
+    for i, (hour, n) in enumerate(points):
+        h = plot_h * n / axis_max
+        chart.bars.append(
+            {
+                "x": round(left + i * slot + slot * 0.1, 2),
+                "y": round(top + plot_h - h, 2),
+                "w": round(slot * 0.8, 2),
+                "h": round(h, 2),
+                "value": n,
+                "hour": hour,
+            }
+        )
+        if hour.hour % 6 == 0:
+            chart.ticks.append(
+                {"x": round(left + i * slot + slot / 2, 2), "label": hour.strftime("%H:00")}
+            )
+    for frac in (0, 0.5, 1):
+        value = axis_max * frac
+        chart.gridlines.append(
+            {
+                "y": round(top + plot_h - plot_h * frac, 2),
+                "label": f"{value:g}",
+            }
+        )
+    return chart
+
+
+# --- The whole page -----------------------------------------------------------------------
+
+
+def build_dashboard(now: datetime | None = None) -> dict:
+    """Everything the dashboard shows, as plain data (one call = one page render)."""
+    now = now or timezone.now()
+    window = timedelta(minutes=settings.ACURIO_INFLIGHT_WINDOW_MINUTES)
+    grace = timedelta(seconds=settings.ACURIO_SWEEP_GRACE_SECONDS)
+    series = hourly_series(now)
+    return {
+        "now": now,
+        "in_flight": in_flight(now, window),
+        "ghosts": ghosts(now, grace, window),
+        "sweepers": sweepers(now),
+        "events": event_counts(now),
+        "lag": recording_lag(now),
+        "writers": writers_per_day(now),
+        "writer_labels": [SavedBy.CLIENT.label, SavedBy.WORKER.label, "Legacy (NULL)"],
+        "charts": [
+            bar_chart("Finished jobs per hour", series["finished"], css_class="finished"),
+            bar_chart("Ghost runs per hour (by finish time)", series["ghosts"], css_class="ghost"),
+            bar_chart(
+                "Runs recorded by the sweeper per hour", series["recorded"], css_class="recorded"
+            ),
+        ],
+        "chart_hours": CHART_HOURS,
+    }
