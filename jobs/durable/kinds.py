@@ -137,10 +137,8 @@ class SqlKind(Kind):
     def execute(self, ctx: Context, node: dict[str, Any]) -> Any:
         params: dict[str, Any] = {}
         for name in dict.fromkeys(_PARAM_RE.findall(node["query"])):
-            if name in _SQL_BUILTINS:
-                params[name] = getattr(ctx, name)
-            else:
-                params[name] = ctx[name]
+            value = getattr(ctx, name) if name in _SQL_BUILTINS else ctx[name]
+            params[name] = _sql_param(value)
         with connection.cursor() as cursor:
             cursor.execute(node["query"], params or None)
             if cursor.description is None:

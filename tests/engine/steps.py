@@ -1,0 +1,133 @@
+"""Step functions and hooks used by the engine tests (imported by worker subprocesses too).
+
+``engine_rows`` (created by the ``rows_table`` fixture) records every effect a step commits,
+so tests can count them: a row per committed execution.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any
+
+from django.db import connection
+
+from jobs.durable import PermanentError
+
+ROWS_DDL = """
+CREATE TABLE IF NOT EXISTS engine_rows (
+    id bigserial PRIMARY KEY,
+    instance_id uuid NOT NULL,
+    tag text NOT NULL,
+    chunk_index int,
+    attempt int,
+    pid int,
+    note text NOT NULL DEFAULT ''
+)
+"""
+
+
+def record_row(ctx: Any, tag: str, note: str = "") -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO engine_rows (instance_id, tag, chunk_index, attempt, pid, note)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            [ctx.instance_id, tag, ctx.chunk_index, ctx.attempt, os.getpid(), note],
+        )
+
+
+def record(ctx):
+    record_row(ctx, f"step{ctx.step_id}")
+    return ctx.step_id
+
+
+def record_slowly(ctx):
+    """Insert a row, then linger inside the transaction, so SIGKILLs land mid-step."""
+    record_row(ctx, f"step{ctx.step_id}")
+    time.sleep(random.uniform(0, 0.02))
+    return ctx.step_id
+
+
+def number(ctx):
+    return ctx.input["n"]
+
+
+def plus_one(ctx):
+    return ctx["n"] + 1
+
+
+def items(ctx):
+    return list(range(ctx.input["count"]))
+
+
+def double_chunk(ctx):
+    return [x * 2 for x in ctx.chunk]
+
+
+def chunk_sum(ctx):
+    # a non-list output: the join appends it
+    return sum(ctx.chunk)
+
+
+def not_a_list(ctx):
+    return {"not": "a list"}
+
+
+def fail_first(ctx):
+    """Fail until attempt ``input["fail_times"] + 1``."""
+    if ctx.attempt <= ctx.input["fail_times"]:
+        raise RuntimeError(f"transient failure on attempt {ctx.attempt}")
+    record_row(ctx, "fail_first")
+    return ctx.attempt
+
+
+def always_fail(ctx):
+    record_row(ctx, "always_fail")  # rolled back with the failed attempt
+    raise RuntimeError("the resolver is down")
+
+
+def permanent(ctx):
+    record_row(ctx, "permanent")
+    raise PermanentError("the thesis file is empty")
+
+
+def bad_output(ctx):
+    return object()
+
+
+def read_missing(ctx):
+    return ctx["nowhere"]
+
+
+def version_a(ctx):
+    record_row(ctx, "a")
+    return "a"
+
+
+def version_b(ctx):
+    record_row(ctx, "b")
+    return "b"
+
+
+def version_c(ctx):
+    record_row(ctx, "c")
+    return "c"
+
+
+def sleep_long(ctx):
+    time.sleep(ctx.input.get("seconds", 30))
+    record_row(ctx, "slept")
+    return "slept"
+
+
+def on_failure(instance_id, error):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO engine_rows (instance_id, tag, note) VALUES (%s, 'on_failure', %s)",
+            [instance_id, error],
+        )
+
+
+def broken_hook(instance_id, error):
+    raise RuntimeError("hook exploded")
