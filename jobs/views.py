@@ -210,7 +210,10 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
 def _citations_with_reasons(run: AnalysisRun) -> list[dict]:
     """The report's citations in document order, each with a reason and its position."""
     report_citations = (run.report or {}).get("citations") or []
-    reasons = dict(JobCitation.objects.filter(job_id=run.job_id).values_list("index", "reason"))
+    reasons: dict[int, str] = {}
+    if any(not c.get("reason") for c in report_citations):
+        # Reports from before reasons were stored in the JSON: the citation rows have them.
+        reasons = dict(JobCitation.objects.filter(job_id=run.job_id).values_list("index", "reason"))
     rows = []
     for index, citation in enumerate(report_citations):
         verdict = citation.get("verdict", "")
@@ -218,7 +221,9 @@ def _citations_with_reasons(run: AnalysisRun) -> list[dict]:
             {
                 **citation,
                 "index": index,
-                "reason": reasons.get(index) or VERDICT_EXPLANATIONS.get(verdict, ""),
+                "reason": citation.get("reason")
+                or reasons.get(index)
+                or VERDICT_EXPLANATIONS.get(verdict, ""),
                 "verdict_label": Verdict(verdict).label if verdict in Verdict.values else verdict,
             }
         )
