@@ -34,3 +34,10 @@ def saved_run(make_job):
         return AnalysisRun.objects.get(pk=result.run_id)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # The shared user fixtures set passwords; the default PBKDF2 costs ~1 s per user on a
+    # loaded machine and tests nothing here.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
