@@ -97,3 +97,76 @@ def subprocess_env(settings) -> dict[str, str]:
 def fast_password_hasher(settings):
     # The shared user fixtures hash a password per test; PBKDF2's cost is not under test here.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+class FakeJudge:
+    """A local OpenAI-compatible chat-completions server on 127.0.0.1, scripted per test.
+
+    ``replies`` is a queue of (status, body, headers) served in order; when it runs dry the last
+    one repeats. ``delay`` seconds are slept before each reply (a slow judge). Every request is
+    kept in ``requests`` as (path, headers, json body); ``started`` is set on the first one.
+    """
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.replies: list[tuple[int, object, dict[str, str]]] = [(200, self.reply(), {})]
+        self.delay = 0.0
+        self.requests: list[tuple[str, dict[str, str], dict]] = []
+        self.started = threading.Event()
+        self.answered = threading.Event()
+        judge = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                import json
+                import time
+
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                judge.requests.append((self.path, dict(self.headers), body))
+                judge.started.set()
+                time.sleep(judge.delay)
+                status, payload, headers = (
+                    judge.replies.pop(0) if len(judge.replies) > 1 else judge.replies[0]
+                )
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+                judge.answered.set()
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def reply(content: object = None) -> dict:
+        if content is None:
+            content = {
+                "score": 64,
+                "summary": "Several citations lack references.",
+                "problems": [{"text": "(Doe, 2019)", "reason": "Not in the reference list."}],
+            }
+        text = content if isinstance(content, str) else __import__("json").dumps(content)
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake_judge():
+    judge = FakeJudge()
+    yield judge
+    judge.close()

@@ -1,0 +1,262 @@
+"""The sweeper daemon behind ``python manage.py sweeper`` (DESIGN.md, "The sweeper").
+
+Each tick, in the main thread:
+
+1. **heartbeat** — this process's ``SweeperHeartbeat`` row (``host:pid``) is touched;
+2. **lease recovery** — the durable engine's ``recover_expired_leases()``: steps whose worker
+   vanished go back to ready (or fail after their last attempt);
+3. **run backstop** — started in its own thread unless one is still in flight, so a slow batch
+   (a remote judge) never delays lease recovery and backstops never stack. The thread records
+   ghost runs batch after batch (``jobs.backstop.record_jobs``: record, judge, diagnostics),
+   then runs the **judge backstop**: runs recorded but not judged for their current job;
+4. **trim** — ``doc_html`` of terminal jobs past ``ACURIO_DOC_HTML_TTL_HOURS`` is cleared, but
+   only where the job's run row exists, so no report body is ever lost to it.
+
+Shutdown follows healthchecks' ``sendalerts``: SIGTERM or SIGINT sets a flag (no new tick, no new
+batch), the in-flight backstop finishes its batch (recorded runs are judged before it stops),
+the heartbeat row gets ``stopped_at``, and the process exits 0. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from datetime import timedelta
+from types import FrameType
+
+from django.conf import settings
+from django.db import close_old_connections, connection, connections
+from django.utils import timezone
+
+from jobs.backstop import record_jobs
+from jobs.judge import JudgeError, judge_run
+from jobs.models import AnalysisJob, AnalysisRun, RunEvent, SweeperHeartbeat
+
+logger = logging.getLogger(__name__)
+
+# Rows cleared per trim statement: bounds one statement's TOAST deletes and WAL.
+TRIM_BATCH = 500
+
+_TRIM_SQL = f"""
+UPDATE {AnalysisJob._meta.db_table} SET doc_html = NULL
+WHERE id IN (
+    -- Served by job_trim_idx (doc_html IS NOT NULL AND run_saved_at IS NOT NULL, finished_at).
+    -- SKIP LOCKED: a job a sweeper or a tab is saving right now is trimmed on a later tick.
+    SELECT j.id FROM {AnalysisJob._meta.db_table} j
+    WHERE j.doc_html IS NOT NULL
+      AND j.run_saved_at IS NOT NULL
+      AND j.status IN ('complete', 'failed')
+      AND j.finished_at <= %(cutoff)s
+      AND EXISTS (SELECT 1 FROM {AnalysisRun._meta.db_table} r WHERE r.id = j.run_id)
+    ORDER BY j.finished_at
+    LIMIT %(limit)s
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+"""
+
+
+class Sweeper:
+    """One sweeper process. ``run()`` is the daemon; each step is a method tests drive directly."""
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        tick_seconds: float | None = None,
+        grace_seconds: float | None = None,
+        batch: int | None = None,
+        ttl_hours: float | None = None,
+    ) -> None:
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.tick_seconds = (
+            settings.ACURIO_SWEEP_TICK_SECONDS if tick_seconds is None else tick_seconds
+        )
+        self.grace_seconds = (
+            settings.ACURIO_SWEEP_GRACE_SECONDS if grace_seconds is None else grace_seconds
+        )
+        self.batch = settings.ACURIO_SWEEP_BATCH if batch is None else batch
+        self.ttl_hours = settings.ACURIO_DOC_HTML_TTL_HOURS if ttl_hours is None else ttl_hours
+        self.started_at = timezone.now()
+        self.shutdown = threading.Event()
+        self._backstop: threading.Thread | None = None
+
+    # --- the daemon ---------------------------------------------------------------------
+
+    def run(self, *, once: bool = False) -> int:
+        """Tick until a signal (or once); drain the backstop; return the exit code (0)."""
+        self.install_signal_handlers()
+        logger.info(
+            "sweeper %s started: tick %ss, grace %ss, batch %s, doc_html ttl %sh",
+            self.name,
+            self.tick_seconds,
+            self.grace_seconds,
+            self.batch,
+            self.ttl_hours,
+        )
+        while not self.shutdown.is_set():
+            started = time.monotonic()
+            self.tick()
+            if once:
+                break
+            # Interruptible: a signal sets the event and ends the wait at once.
+            self.shutdown.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
+        self.wait_for_backstop()
+        self.heartbeat(stopped_at=timezone.now(), backstop_in_flight=False)
+        logger.info("sweeper %s stopped", self.name)
+        connections.close_all()
+        return 0
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+
+    def on_signal(self, signum: int, frame: FrameType | None = None) -> None:
+        name = signal.Signals(signum).name
+        if self.shutdown.is_set():
+            # Whatever is in flight rolls back with the dropped connection: nothing half-done.
+            logger.warning("%s received again: exiting now", name)
+            os._exit(1)
+        logger.info("%s received: no new ticks; finishing the backstop in flight", name)
+        self.shutdown.set()
+
+    def tick(self) -> None:
+        """One tick: heartbeat, lease recovery, start the backstop, trim. Never blocks on it."""
+        close_old_connections()
+        self.heartbeat(last_tick_at=timezone.now(), tick_seconds=self.tick_seconds)
+        for step in (self.recover_leases, self.start_backstop, self.trim):
+            try:
+                step()
+            except Exception:
+                # One failing step (a lost connection, a bug) must not stop the others or
+                # the daemon; the next tick tries again.
+                logger.exception("sweeper step %s failed", step.__name__)
+
+    def heartbeat(self, **fields) -> None:
+        SweeperHeartbeat.objects.update_or_create(
+            name=self.name,
+            defaults=fields,
+            create_defaults={"started_at": self.started_at, **fields},
+        )
+
+    # --- the steps ----------------------------------------------------------------------
+
+    def recover_leases(self) -> int:
+        """The engine's lease recovery: expired step leases go back to ready (or fail)."""
+        # Imported here: the engine loads its step kinds on first use, not at our import.
+        from jobs.durable import recover_expired_leases
+
+        recovered = recover_expired_leases()
+        if recovered:
+            logger.info("recovered %d expired step leases", recovered)
+        return recovered
+
+    @property
+    def backstop_in_flight(self) -> bool:
+        return self._backstop is not None and self._backstop.is_alive()
+
+    def start_backstop(self) -> bool:
+        """Start the run backstop in its own thread; False when one is still in flight."""
+        if self.backstop_in_flight:
+            logger.info("backstop still in flight: not starting another")
+            return False
+        self.heartbeat(backstop_in_flight=True)
+        self._backstop = threading.Thread(
+            target=self._backstop_thread, name=f"backstop-{self.name}", daemon=False
+        )
+        self._backstop.start()
+        return True
+
+    def wait_for_backstop(self, timeout: float | None = None) -> bool:
+        """Wait for the backstop in flight, if any; True when none is left running."""
+        if self._backstop is not None:
+            self._backstop.join(timeout)
+        return not self.backstop_in_flight
+
+    def _backstop_thread(self) -> None:
+        try:
+            self.backstop()
+        except Exception:
+            logger.exception("run backstop failed")
+        finally:
+            try:
+                self.heartbeat(last_backstop_at=timezone.now(), backstop_in_flight=False)
+            finally:
+                # This thread's own connection: closing it keeps PostgreSQL's slots free.
+                connection.close()
+
+    def backstop(self) -> int:
+        """Record ghost runs batch by batch until none is left, then the judge backstop.
+
+        Stops between batches on shutdown: a batch in progress always finishes, judged and
+        reported, so no run it recorded is left unjudged by the drain.
+        """
+        recorded = 0
+        while True:
+            results = record_jobs(
+                limit=self.batch, grace=self.grace_seconds, sweeper_name=self.name
+            )
+            recorded += sum(1 for r in results if r.action == "write")
+            if len(results) < self.batch or self.shutdown.is_set():
+                break
+        if not self.shutdown.is_set():
+            self.judge_backstop()
+        return recorded
+
+    def judge_backstop(self, limit: int | None = None) -> int:
+        """Judge runs recorded but not judged for their current job; return how many."""
+        # Past the grace only: a run just saved is being judged by whoever saved it.
+        cutoff = timezone.now() - timedelta(seconds=self.grace_seconds)
+        run_ids = list(
+            AnalysisRun.objects.unjudged()
+            .filter(saved_at__lte=cutoff)
+            .order_by("saved_at")
+            .values_list("pk", flat=True)[: limit or self.batch]
+        )
+        judged = []
+        for run_id in run_ids:
+            if self.shutdown.is_set():
+                break
+            try:
+                judgment = judge_run(run_id)
+            except AnalysisRun.DoesNotExist:
+                continue
+            except JudgeError as exc:
+                logger.warning("judge backstop: run %s not judged: %s", run_id, exc)
+                continue
+            judged.append(
+                RunEvent(
+                    kind=RunEvent.Kind.JUDGED,
+                    job_id=judgment["job_id"],
+                    run_id=run_id,
+                    sweeper=self.name,
+                    details={"score": judgment.get("score"), "source": "judge_backstop"},
+                )
+            )
+            logger.info(
+                "run_judged run=%s job=%s score=%s sweeper=%s",
+                run_id,
+                judgment["job_id"],
+                judgment.get("score"),
+                self.name,
+            )
+        RunEvent.objects.bulk_create(judged)
+        return len(judged)
+
+    def trim(self) -> int:
+        """Clear job ``doc_html`` past its time to live where the run row exists."""
+        cutoff = timezone.now() - timedelta(hours=self.ttl_hours)
+        with connection.cursor() as cursor:
+            cursor.execute(_TRIM_SQL, {"cutoff": cutoff, "limit": TRIM_BATCH})
+            trimmed = cursor.rowcount
+        if trimmed:
+            RunEvent.objects.create(
+                kind=RunEvent.Kind.TRIMMED,
+                sweeper=self.name,
+                details={"count": trimmed, "ttl_hours": self.ttl_hours},
+            )
+            logger.info("trimmed doc_html of %d jobs (ttl %sh)", trimmed, self.ttl_hours)
+        return trimmed

@@ -1,0 +1,184 @@
+"""The run backstop (jobs.backstop.record_jobs): which jobs it records, how, and what it reports."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import psycopg
+import pytest
+import time_machine
+from django.db import connection
+from django.utils import timezone
+
+from jobs import backstop
+from jobs.backstop import record_jobs
+from jobs.judge import JudgeError
+from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent
+
+from .conftest import run_version, saved, test_database_url
+
+GRACE = 120
+
+
+@pytest.fixture
+def clock():
+    with time_machine.travel(timezone.now(), tick=False) as traveller:
+        yield traveller
+
+
+@pytest.mark.django_db
+def test_closed_tab_job_is_recorded_after_the_grace_and_judged(make_job, clock):
+    job = make_job()  # finished; its tab never POSTed
+    assert record_jobs(grace=GRACE) == []
+    clock.shift(timedelta(seconds=GRACE - 1))
+    assert record_jobs(grace=GRACE) == []
+    assert not AnalysisRun.objects.exists()
+
+    clock.shift(timedelta(seconds=2))
+    [result] = record_jobs(grace=GRACE, sweeper_name="host:1")
+    assert (result.action, result.saved_by, result.job_id) == ("write", "worker", job.pk)
+    run = AnalysisRun.objects.get(pk=job.run_id)
+    assert (run.saved_by, run.job_id, run.doc_html) == ("worker", job.pk, job.doc_html)
+    assert run.judged_job_id == job.pk and run.judgment["score"] == 100
+    event = RunEvent.objects.get(kind=RunEvent.Kind.RECORDED)
+    assert (event.job_id, event.run_id, event.writer, event.sweeper) == (
+        job.pk,
+        job.run_id,
+        "worker",
+        "host:1",
+    )
+    assert event.lag_seconds == pytest.approx(GRACE + 1)
+    assert event.details == {"source": "sweeper", "judged": True, "score": 100}
+    # Recorded once: the next sweep finds nothing.
+    assert record_jobs(grace=GRACE) == []
+
+
+@pytest.mark.django_db
+def test_open_tab_client_write_is_the_only_write(make_job, clock):
+    job = make_job()
+    saved(job, "client")
+    version = run_version(job.run_id)
+    clock.shift(timedelta(hours=1))
+    assert record_jobs(grace=GRACE) == []
+    assert run_version(job.run_id) == version
+    assert AnalysisRun.objects.get(pk=job.run_id).saved_by == "client"
+    assert not RunEvent.objects.exists()
+
+
+@pytest.mark.django_db
+def test_oldest_ghosts_first_and_batch_limit(make_job, clock):
+    jobs = []
+    for _ in range(5):
+        jobs.append(make_job())
+        clock.shift(timedelta(seconds=10))
+    clock.shift(timedelta(seconds=GRACE))
+    first = record_jobs(grace=GRACE, limit=2)
+    assert sorted(r.job_id for r in first) == [jobs[0].pk, jobs[1].pk]
+    rest = record_jobs(grace=GRACE, limit=10)
+    assert sorted(r.job_id for r in rest) == [j.pk for j in jobs[2:]]
+
+
+@pytest.mark.django_db
+def test_settings_give_the_defaults(make_job, settings, clock):
+    settings.ACURIO_SWEEP_GRACE_SECONDS = 30
+    settings.ACURIO_SWEEP_BATCH = 1
+    make_job(), make_job()
+    clock.shift(timedelta(seconds=31))
+    assert len(record_jobs()) == 1
+    assert len(record_jobs()) == 1
+    assert record_jobs() == []
+
+
+@pytest.mark.django_db
+def test_only_true_ghosts_are_recorded(make_job, clock):
+    ghost = make_job()
+    make_job(status=JobStatus.RUNNING, doc_html=None)
+    make_job(deleted_at=timezone.now())
+    make_job(results={})
+    make_job(status=JobStatus.FAILED, doc_html=None, error="no text")  # nothing to show
+    covered = make_job()
+    saved(covered, "client")
+    clock.shift(timedelta(seconds=GRACE + 1))
+    assert [r.job_id for r in record_jobs(grace=GRACE)] == [ghost.pk]
+
+
+@pytest.mark.django_db
+def test_ghost_whose_run_holds_an_older_job_is_recorded(make_job, clock):
+    old = make_job()
+    saved(old, "client")
+    new = make_job(run_id=old.run_id)  # a re-analysis whose tab was closed
+    clock.shift(timedelta(seconds=GRACE + 1))
+    [result] = record_jobs(grace=GRACE)
+    assert (result.action, result.job_id) == ("write", new.pk)
+    assert AnalysisRun.objects.get(pk=old.run_id).job_id == new.pk
+
+
+@pytest.mark.django_db
+def test_two_ghosts_of_one_run_end_with_the_newer(make_job, clock):
+    run_id = uuid.uuid4()
+    old, new = make_job(run_id=run_id), make_job(run_id=run_id)
+    clock.shift(timedelta(seconds=GRACE + 1))
+    results = record_jobs(grace=GRACE)
+    # Jobs of one run are saved oldest first: the newer one then wins by the table.
+    assert [(r.job_id, r.action) for r in results] == [(old.pk, "write"), (new.pk, "write")]
+    run = AnalysisRun.objects.get(pk=run_id)
+    assert run.job_id == new.pk and run.judged_job_id == new.pk
+    assert not AnalysisJob.objects.ghosts().exists()
+
+
+@pytest.mark.django_db
+def test_record_now_records_the_given_ghosts_only(make_job):
+    a, b, c = make_job(), make_job(), make_job()
+    saved(c, "client")
+    results = record_jobs([a.pk, c.pk], source="admin", sweeper_name="admin:olivia")
+    assert [r.job_id for r in results] == [a.pk]  # c is no ghost; b was not asked for
+    assert AnalysisRun.objects.get(pk=a.run_id).saved_by == "worker"
+    assert not AnalysisRun.objects.filter(pk=b.run_id).exists()
+    assert RunEvent.objects.get().details["source"] == "admin"
+
+
+@pytest.mark.django_db
+def test_judge_failure_leaves_run_recorded_for_the_judge_backstop(make_job, monkeypatch):
+    def broken(run_id):
+        raise JudgeError("judge endpoint failed after 4 attempts: HTTP 503")
+
+    monkeypatch.setattr(backstop, "judge_run", broken)
+    job = make_job()
+    [result] = record_jobs([job.pk])
+    assert result.action == "write"
+    assert AnalysisRun.objects.unjudged().filter(pk=job.run_id).exists()
+    assert RunEvent.objects.get().details == {"source": "sweeper", "judged": False, "score": None}
+
+
+@pytest.mark.django_db
+def test_body_is_never_loaded_into_python(make_job):
+    from .conftest import big_html
+
+    job = make_job(doc_html=big_html(300))
+    with connection.execute_wrapper(_reject_body_selects):
+        record_jobs([job.pk])
+    assert AnalysisRun.objects.filter(pk=job.run_id).exists()
+
+
+def _reject_body_selects(execute, sql, params, many, context):
+    head = sql.split(" FROM ", 1)[0]
+    assert '"doc_html"' not in head, f"loads doc_html: {sql[:200]}"
+    return execute(sql, params, many, context)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_row_locked_by_another_connection_is_skipped(make_job, settings):
+    locked, free = make_job(), make_job()
+    other = psycopg.connect(test_database_url(settings))
+    try:
+        other.execute(
+            "SELECT id FROM jobs_analysisjob WHERE id = %s FOR UPDATE", [locked.pk]
+        )  # an open transaction holds the lock
+        results = record_jobs(grace=0)
+        assert [r.job_id for r in results] == [free.pk]
+        assert AnalysisJob.objects.ghosts().filter(pk=locked.pk).exists()
+        other.rollback()
+        assert [r.job_id for r in record_jobs(grace=0)] == [locked.pk]
+    finally:
+        other.close()
