@@ -125,7 +125,7 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
                 )
             return (
                 "year_mismatch",
-                cands,
+                [],
                 f"no entry by {author} for {year}; listed: {_years(refs, cands)}",
             )
         if len(cands) == 1:
@@ -137,9 +137,10 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
         )
     listed = index.by_author.get(a)
     if listed:
+        # The entries of other years are not what the marker cites, so they stay uncited.
         return (
             "year_mismatch",
-            listed,
+            [],
             f"{author} is listed for {_years(refs, listed)}, not {year}",
         )
     near = [i for i in index.by_year.get(base, []) if close_enough(a, fold(refs[i].authors[0]))]

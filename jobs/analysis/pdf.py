@@ -125,13 +125,14 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
     return lines, width, height
 
 
-def _strip_furniture(pages: list[list[Line]], height: float) -> None:
+def _strip_furniture(pages: list[list[Line]], height: float, body_size: float) -> None:
     """Remove running headers and page-number footers in place.
 
     Furniture is the top or bottom line of a page, set apart from the text by a gap, at a height
-    where such a set-apart line recurs on many pages; a lone page number is furniture anywhere in
-    the outer band. The first line of ordinary text also recurs at one height, but is set apart
-    from the next line only now and then (by a paragraph gap), never page after page.
+    where such a set-apart line recurs on many pages, and whose text recurs there too (digits
+    aside) or is a page number or is set smaller than the body. The first line of ordinary text
+    also recurs at one height, but is set apart from the next line only now and then (by a
+    paragraph gap), never page after page.
     """
     top_band, bottom_band = height * 0.88, height * 0.12
     for _ in range(2):  # a running header and a page number may be stacked
@@ -154,16 +155,18 @@ def _strip_furniture(pages: list[list[Line]], height: float) -> None:
             heights = {
                 y for y, n in seen.items() if n >= max(2, 0.25 * n_pages) and apart[y] >= 0.8 * n
             }
+            texts = Counter((round(c.y), _DIGITS.sub("#", c.text)) for _, c, _ in cands)
             for lines, cand, separated in cands:
                 if not separated:
                     continue
                 y = round(cand.y)
-                if (
-                    y in heights
-                    or y - 1 in heights
-                    or y + 1 in heights
-                    or _PAGE_NUMBER.match(cand.text)
-                ):
+                at_height = y in heights or y - 1 in heights or y + 1 in heights
+                # A chapter heading opening a page also sits at one height; furniture repeats
+                # its text (digits aside) or is set smaller than the text it frames.
+                key = _DIGITS.sub("#", cand.text)
+                same_text = sum(texts[y + d, key] for d in (-1, 0, 1))
+                repeats = same_text >= 2 or cand.size < body_size - 0.4
+                if at_height and (repeats or _PAGE_NUMBER.match(cand.text)):
                     lines.remove(cand)
 
 
@@ -311,7 +314,7 @@ def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
             "The PDF contains no extractable text (is it a scan?). Upload a PDF with a text layer."
         )
     body_size = sizes.most_common(1)[0][0]
-    _strip_furniture(pages, height or 842.0)
+    _strip_furniture(pages, height or 842.0, body_size)
     ordered: list[Line] = []
     for lines in pages:
         ordered.extend(_order_columns(lines, width or 595.0))
@@ -333,7 +336,7 @@ def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
     def flush(kind_of: Line) -> None:
         if buf:
             text = _join_lines(buf)
-            kind = "h" if kind_of.size > body_size * 1.12 and len(text) < 200 else "p"
+            kind = "h" if kind_of.size > body_size * 1.05 and len(text) < 200 else "p"
             paragraphs.append((kind, text))
             buf.clear()
 

@@ -39,7 +39,7 @@ _PAREN_YEAR = re.compile(
     rf"\(\s*({YEAR}[a-z]?|n\.\s?d\.|o\.\s?J\.|in press|im Druck)\s*\)", re.IGNORECASE
 )
 _ANY_YEAR = re.compile(rf"(?<![\d/.\-])({YEAR})([a-z]?)(?![\d/])")
-_INITIALS = re.compile(r"^(?:[A-Z][a-z]?\.?\s?-?)+$|^[A-Z]{1,4}$")
+_INITIALS = re.compile(r"^(?:[A-Z][a-z]?\.\s?-?)+$|^[A-Z]{1,3}$")
 _QUOTED = re.compile(r"[\"\u201c\u2018'](.+?)[,.]?[\"\u201d\u2019'](?=[\s,.]|$)")
 
 
@@ -84,24 +84,24 @@ class Reference:
 
 
 def find_section(blocks: list[Block]) -> tuple[int, int] | None:
-    """Block index range ``[start, end)`` of the reference entries, or None."""
-    heading = None
-    for b in blocks:
-        if len(b.text) < 60 and _HEADING.match(b.text):
-            heading = b.index
-    if heading is None:
-        return None
-    end = len(blocks)
-    for b in blocks[heading + 1 :]:
-        if (b.is_heading or len(b.text) < 60) and _END.match(b.text):
-            end = b.index
-            break
-        if b.is_heading:
-            end = b.index
-            break
-    if end <= heading + 1:
-        return None
-    return heading + 1, end
+    """Block index range ``[start, end)`` of the reference entries, or None.
+
+    The last heading named like a reference list whose following blocks read like entries; the
+    table of contents names the list too, but is followed by more headings, not entries.
+    """
+    for b in reversed(blocks):
+        if len(b.text) >= 60 or not _HEADING.match(b.text):
+            continue
+        start = b.index + 1
+        end = len(blocks)
+        for nxt in blocks[start:]:
+            if nxt.is_heading or (len(nxt.text) < 60 and _END.match(nxt.text)):
+                end = nxt.index
+                break
+        sample = blocks[start : min(end, start + 12)]
+        if sample and sum(_looks_like_entry(x.text) for x in sample) >= 0.5 * len(sample):
+            return start, end
+    return None
 
 
 def extract_doi(text: str) -> str | None:
@@ -232,7 +232,9 @@ def parse_reference(index: int, block: Block, numbered: bool) -> Reference:
 
 
 def _looks_like_entry(text: str) -> bool:
-    return bool(_NUMBER.match(text) or _PAREN_YEAR.search(text[:400]) or _ANY_YEAR.search(text))
+    return len(text) >= 25 and bool(
+        _NUMBER.match(text) or _PAREN_YEAR.search(text[:400]) or _ANY_YEAR.search(text)
+    )
 
 
 def parse_references(
