@@ -104,6 +104,12 @@ class Instance(models.Model):
             # instances(label=...) and the admin's label filter.
             models.Index(fields=["label", "-created_at"], name="durable_inst_label"),
         ]
+        # Checked by start(user=...), `manage.py durable` and the admin (permissions.py).
+        permissions = [
+            ("start_workflow", "Can start workflows"),
+            ("use_sql_steps", "Can start workflows with SQL steps"),
+            ("use_http_steps", "Can start workflows with HTTP steps"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.label or 'workflow'} {self.id} ({self.status})"
@@ -197,3 +203,39 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key} ({self.status})"
+
+
+class Signal(models.Model):
+    """An external event sent to an instance with ``signal()``, kept until a wait takes it.
+
+    ``step_id`` is the ``wait_for_signal`` step that took it (NULL while it waits for one: a
+    signal sent before its wait starts is kept). It is a plain column, not a foreign key, so
+    that a loop pruning its old iterations can delete their steps without touching signals.
+    """
+
+    instance = models.ForeignKey(
+        Instance, on_delete=models.CASCADE, related_name="signals", db_index=False
+    )
+    name = models.CharField(max_length=100)
+    data = models.JSONField(null=True, blank=True)
+    step_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # A wait taking the oldest kept signal of its name: WHERE instance_id = %s AND
+            # name = %s AND step_id IS NULL ORDER BY id LIMIT 1 (only kept signals indexed).
+            models.Index(
+                fields=["instance", "name", "id"],
+                name="durable_signal_kept",
+                condition=Q(step_id__isnull=True),
+            ),
+            # A woken wait reading the signal it took: WHERE step_id = %s.
+            models.Index(
+                fields=["step_id"], name="durable_signal_step", condition=Q(step_id__isnull=False)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"signal {self.name} to {self.instance_id}"
