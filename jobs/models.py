@@ -156,6 +156,15 @@ class AnalysisJob(models.Model):
             ),
             # A user's job list: WHERE owner_id = ? ORDER BY created_at DESC.
             models.Index(fields=["owner", "-created_at"], name="job_owner_idx"),
+            # The admin's "failed reason" filter (jobs.admin.FailedReasonFilter):
+            #   SELECT split_part(error, ':', 1), count(*) FROM jobs_analysisjob
+            #     WHERE status = 'failed' AND finished_at >= now() - 7 days GROUP BY 1
+            # and the bounded count of the failed change list; only failed jobs are in it.
+            models.Index(
+                fields=["finished_at"],
+                name="job_failed_idx",
+                condition=Q(status=JobStatus.FAILED),
+            ),
         ]
 
     def __str__(self) -> str:
