@@ -10,6 +10,7 @@ is a 404, so ids of other users' work are not even confirmed to exist.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
@@ -28,6 +29,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .forms import UploadForm, max_upload_bytes, too_big_message
 from .models import AnalysisJob, AnalysisRun, JobCitation, JobStatus, SweeperHeartbeat, Verdict
+
+logger = logging.getLogger("jobs.views")
 
 PROBLEM_VERDICTS = (
     Verdict.MISSING_REFERENCE,
@@ -238,6 +241,19 @@ def _annotated_html(run: AnalysisRun, citations: list[dict]) -> str:
     return annotate_html(run.doc_html, citations)
 
 
+def _judgment(run: AnalysisRun) -> dict | None:
+    if not isinstance(run.judgment, dict):
+        return None
+    judgment = dict(run.judgment)
+    labels = dict(Verdict.choices) | {"uncited": "Uncited"}
+    judgment["problems"] = [
+        {**p, "verdict_label": labels.get(p.get("verdict"), p.get("verdict"))}
+        for p in judgment.get("problems") or []
+        if isinstance(p, dict)
+    ]
+    return judgment
+
+
 @login_required
 @require_GET
 def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
@@ -270,7 +286,9 @@ def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
         "invalid_dois": invalid_dois,
         "doc_html": _annotated_html(run, citations),
         "problem_total": len(problems) + len(uncited) + len(invalid_dois),
-        "judgment": run.judgment if isinstance(run.judgment, dict) else None,
+        "judgment": _judgment(run),
+        "library_checked": any(r.get("library") not in (None, "unchecked") for r in references),
+        "library_missing": sum(1 for r in references if r.get("library") == "not_found"),
         # A newer job of this run still working: its report replaces this one when it is done.
         "newer_job": latest
         if latest and latest.pk != run.job_id and not latest.is_terminal
@@ -397,10 +415,26 @@ def api_save_run(request: HttpRequest) -> JsonResponse:
         return json_error(str(exc), status=404)
     except SaveRunError as exc:
         return json_error(str(exc), status=409)
+    if result.action == "write":
+        _judge_now(result.run_id)
     return JsonResponse(
         {"id": str(result.run_id), "saved_by": result.saved_by, "job_id": result.job_id},
         status=201 if result.action in ("write", "claim") else 200,
     )
+
+
+def _judge_now(run_id: UUID) -> None:
+    """Judge freshly written content now, so the report the tab opens next has its assessment.
+
+    Runs after the save committed and holds no lock. If the judge is unreachable the run stays
+    unjudged for its job, and the sweeper's judge backstop judges it after the grace period.
+    """
+    from .judge import JudgeError, judge_run
+
+    try:
+        judge_run(run_id)
+    except JudgeError as exc:
+        logger.warning("run %s saved but not judged yet (the sweeper will): %s", run_id, exc)
 
 
 @require_GET

@@ -155,3 +155,25 @@ def test_wrong_methods_are_refused(user_client, make_job):
     assert user_client.post(job_url(job.pk)).status_code == 405
     assert user_client.get("/api/analysis-runs").status_code == 405
     assert user_client.get("/api/analysis-jobs").status_code == 405
+
+
+def test_client_write_is_judged_at_once(user_client, make_job):
+    job = make_job()
+    assert save(user_client, job.pk).status_code == 201
+    run = AnalysisRun.objects.get(pk=job.run_id)
+    assert run.judged_job_id == job.pk
+    assert run.judgment["score"] is not None
+
+
+def test_an_unreachable_judge_does_not_fail_the_save(user_client, make_job, monkeypatch):
+    from jobs import judge
+
+    def down(run_id):
+        raise judge.JudgeError("judge unreachable")
+
+    monkeypatch.setattr(judge, "judge_run", down)
+    job = make_job()
+    assert save(user_client, job.pk).status_code == 201
+    run = AnalysisRun.objects.get(pk=job.run_id)
+    assert run.judged_job_id is None  # left to the sweeper's judge backstop
+    assert AnalysisRun.objects.unjudged().filter(pk=run.pk).exists()

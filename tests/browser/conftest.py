@@ -1,0 +1,58 @@
+"""Playwright + Debian's Chromium against pytest-django's live server.
+
+The browser runs in this test's thread (Playwright's sync API drives an event loop there, so
+Django's async-safety check is relaxed for these tests: the ORM calls are still synchronous and
+in the test thread). Workflow steps are run by a real ``Worker`` in the test thread, one call at
+a time, so each test decides when the analysis moves on and can watch the page follow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+CHROMIUM = os.environ.get("ACURIO_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    playwright_sync = pytest.importorskip("playwright.sync_api")
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_user(django_user_model, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    return django_user_model.objects.create_user("carla", password="pw-carla-123")
+
+
+@pytest.fixture
+def signed_in(chromium, live_server, browser_user):
+    """A fresh browser context, signed in through the login form; yields (context, page)."""
+    context = chromium.new_context(
+        base_url=live_server.url, viewport={"width": 1280, "height": 900}
+    )
+    page = context.new_page()
+    page.goto("/accounts/login/")
+    page.fill("#id_username", "carla")
+    page.fill("#id_password", "pw-carla-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    yield context, page
+    context.close()
