@@ -21,6 +21,10 @@ Where things live (read in this order to change the engine):
 * ``worker``  — claiming (SKIP LOCKED), running, leases and heartbeat, LISTEN/NOTIFY, signals.
 * ``api``     — start/status/result/cancel/explain/instances/current_step/recover_expired_leases.
 * ``models``  — ``Instance`` and ``Step`` (the checkpoints) with their indexes.
+* ``control`` — ``a | b`` (race), ``when``, ``loop`` and ``Break`` (part 2).
+* ``timers``  — ``sleep``, ``wait_for_schedule``, ``wait_for_signal``, ``signal()``, ``waits()``.
+* ``http``    — ``http(url, ...)`` steps and the ``ACURIO_HTTP_ALLOW`` host check.
+* ``permissions`` — the three permissions and who may see or control an instance.
 * ``testing`` — a no-op workflow for tests and benchmarks.
 
 Names are loaded lazily (PEP 562) so that importing this package at app-loading time does not
@@ -31,8 +35,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.durable.errors import DefinitionError, DurableError, InstanceNotFound, PermanentError
+from jobs.durable.control import loop, when
+from jobs.durable.errors import (
+    Break,
+    DefinitionError,
+    DurableError,
+    InstanceNotFound,
+    PermanentError,
+    RetryLater,
+)
 from jobs.durable.graph import fan_out, sql, task
+from jobs.durable.http import http
+from jobs.durable.timers import SignalError, signal, sleep, wait_for_schedule, wait_for_signal
 
 _LAZY = {
     "start": "jobs.durable.api",
@@ -46,27 +60,41 @@ _LAZY = {
     "recover_expired_leases": "jobs.durable.api",
     "Worker": "jobs.durable.worker",
     "Context": "jobs.durable.context",
+    "waits": "jobs.durable.timers",
+    "NotPermitted": "jobs.durable.permissions",
 }
 
 __all__ = [
+    "Break",
     "Context",
     "DefinitionError",
     "DurableError",
     "InstanceNotFound",
+    "NotPermitted",
     "PermanentError",
+    "RetryLater",
+    "SignalError",
     "Worker",
     "cancel",
     "current_step",
     "error",
     "explain",
     "fan_out",
+    "http",
     "instances",
+    "loop",
     "recover_expired_leases",
     "result",
+    "signal",
+    "sleep",
     "sql",
     "start",
     "status",
     "task",
+    "wait_for_schedule",
+    "wait_for_signal",
+    "waits",
+    "when",
 ]
 
 

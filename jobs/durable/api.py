@@ -50,6 +50,7 @@ def start(
     owner: Any = None,
     input: Any = None,
     on_failure: str = "",
+    user: Any = None,
 ) -> uuid.UUID:
     """Store the workflow's graph as a new instance and make its first step(s) ready.
 
@@ -57,11 +58,18 @@ def start(
     read by steps as ``ctx.input``; ``on_failure`` is the dotted path of
     ``fn(instance_id, error)``, called in the transaction that fails or cancels the instance.
     Raises DefinitionError for a malformed workflow, an unimportable task or hook, or input
-    that JSON cannot hold.
+    that JSON cannot hold. ``user`` is the person starting it (the owner unless ``owner`` is
+    given): NotPermitted unless they hold the permissions it needs (jobs.durable.permissions).
     """
     spec = compile_graph(workflow)
     for node in iter_spec(spec):
         get_kind(node["kind"]).check(node)
+    if user is not None:
+        from jobs.durable.permissions import check_start
+
+        check_start(user, spec)
+        if owner is None:
+            owner = user
     if not isinstance(label, str) or len(label) > 200:
         raise DefinitionError("label must be a string of at most 200 characters")
     if on_failure:

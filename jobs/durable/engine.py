@@ -36,7 +36,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from jobs.durable.context import to_json
-from jobs.durable.errors import DurableError
+from jobs.durable.errors import Break, DurableError
 from jobs.durable.graph import iter_spec
 
 logger = logging.getLogger("jobs.durable")
@@ -316,6 +316,11 @@ class Txn:
         was recovered and maybe claimed again, or its instance was cancelled or failed): the
         caller must roll back, so the task's writes vanish with it.
         """
+        if isinstance(output, Break):
+            from jobs.durable.control import break_loop
+
+            break_loop(self, step, output)
+            return
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
@@ -387,6 +392,26 @@ class Txn:
             if cursor.rowcount != 1:
                 return False
         if delay <= 0:
+            self.notify = True
+        return True
+
+    def reschedule(self, step: StepRow, run_at: datetime | None, note: str) -> bool:
+        """Put a claimed step back to ready at ``run_at`` without using up an attempt.
+
+        For waits woken before they are due (RetryLater with counts=False); ``run_at`` None
+        leaves it to a signal. ``max_attempts`` grows with ``attempts``, which must keep
+        rising because it is the claim token. False if fenced off.
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE durable_step SET status = 'ready', run_at = %s, error = %s,"
+                " max_attempts = max_attempts + 1, lease_owner = '', lease_expires_at = NULL"
+                " WHERE id = %s AND status = 'running' AND attempts = %s",
+                [run_at, note, step.id, step.attempts],
+            )
+            if cursor.rowcount != 1:
+                return False
+        if run_at is not None and run_at <= self.now:
             self.notify = True
         return True
 

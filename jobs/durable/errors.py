@@ -20,3 +20,29 @@ class PermanentError(DurableError):
 
     The step and its instance fail at once, with this exception's message as the error.
     """
+
+
+class RetryLater(DurableError):
+    """Raised by a step to be run again after ``delay`` seconds instead of the backoff.
+
+    ``counts=True`` (an HTTP 429 honouring ``Retry-After``) uses up an attempt like any other
+    error; ``counts=False`` (a timer woken before it is due, e.g. after a lease recovery) does
+    not. ``delay=None`` puts the step back with no ``run_at`` at all: only a signal wakes it.
+    """
+
+    def __init__(self, message: str, delay: float | None, *, counts: bool = True) -> None:
+        super().__init__(message)
+        self.delay = delay
+        self.counts = counts
+
+
+class Break(Exception):
+    """Raised by a task inside ``loop(...)`` to leave the loop; ``value`` is the loop's result.
+
+    The task's step completes with ``value`` (its database writes commit with it), the rest of
+    the loop body's iteration is cancelled, and the loop step completes with ``value``.
+    """
+
+    def __init__(self, value: object = None) -> None:
+        super().__init__(value)
+        self.value = value

@@ -39,7 +39,7 @@ _STEP_OPTIONS = ("max_attempts", "timeout", "backoff", "backoff_cap")
 
 
 class Node:
-    """A node of a workflow; combine with ``>>`` (sequence) and ``&`` (join)."""
+    """A node of a workflow; combine with ``>>`` (sequence), ``&`` (join) and ``|`` (race)."""
 
     kind: str = ""
     name: str = ""
@@ -59,6 +59,12 @@ class Node:
 
     def __and__(self, other: Node) -> Node:
         return All(*_flatten(All, self), *_flatten(All, _check_node(other)))
+
+    def __or__(self, other: Node) -> Node:
+        # The race node lives with the other control-flow kinds (jobs.durable.control).
+        from jobs.durable.control import Race
+
+        return Race(*_flatten(Race, self), *_flatten(Race, _check_node(other)))
 
     def spec(self) -> dict[str, Any]:
         """This node as JSON (without ids: ``compile_graph`` numbers the whole tree)."""
@@ -231,4 +237,11 @@ def compile_graph(workflow: Node) -> dict[str, Any]:
                 f"fan_out(over={node['over']!r}): no step of this workflow is named "
                 f"{node['over']!r} (name one with .as_({node['over']!r}))"
             )
+        # Other kinds list the results they read under "refs" (when's and loop's conditions).
+        for ref in node.get("refs", ()):
+            if ref not in names:
+                raise DefinitionError(
+                    f"{node['kind']}(): no step of this workflow is named {ref!r}"
+                    f" (name one with .as_({ref!r}))"
+                )
     return spec

@@ -20,7 +20,10 @@ instance. The engine (:mod:`jobs.durable.engine`) and the worker only ever call 
     A short label for explain(), errors and the admin.
 
 To add a kind: subclass :class:`Kind`, set ``name``, decorate with :func:`register`, and add
-the matching Node class in :mod:`jobs.durable.graph`.
+the matching Node class in :mod:`jobs.durable.graph`. Kinds of the same feature may instead
+live, Node and Kind together, in their own module imported at the bottom of this one:
+:mod:`jobs.durable.control` (race, when, loop), :mod:`jobs.durable.timers` (sleep, schedule
+and signal waits), :mod:`jobs.durable.http`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from django.db import connection
 from django.utils.module_loading import import_string
 from psycopg.types.json import Jsonb
 
-from jobs.durable.errors import DefinitionError, DurableError
+from jobs.durable.errors import Break, DefinitionError, DurableError
 
 if TYPE_CHECKING:
     from jobs.durable.context import Context
@@ -108,7 +111,11 @@ class TaskKind(Kind):
             raise DefinitionError(f"task {node['path']!r} is not callable")
 
     def execute(self, ctx: Context, node: dict[str, Any]) -> Any:
-        return import_string(node["path"])(ctx)
+        try:
+            return import_string(node["path"])(ctx)
+        except Break as brk:
+            # Handed to Txn.checkpoint, which ends the enclosing loop (jobs.durable.control).
+            return brk
 
     def describe(self, node: dict[str, Any]) -> str:
         path = node["path"].rsplit(".", 1)[-1]
@@ -180,7 +187,9 @@ class AllKind(Kind):
 
     def activate(self, txn, node, parent, *, chunk_index=None, chunk=None):
         children = node["children"]
-        step = txn.insert_step(node, parent, status="running", remaining=len(children))
+        step = txn.insert_step(
+            node, parent, status="running", remaining=len(children), chunk_index=chunk_index
+        )
         for child in children:
             txn.activate(child, step)
         return step
@@ -202,7 +211,7 @@ class FanOutKind(Kind):
         body = node["children"][0]
         if not found or not isinstance(items, list):
             got = "nothing" if not found else type(items).__name__
-            step = txn.insert_step(node, parent, status="running")
+            step = txn.insert_step(node, parent, status="running", chunk_index=chunk_index)
             txn.fail_step(
                 step,
                 f"fan_out over {node['over']!r} needs a list result, got {got}",
@@ -213,7 +222,9 @@ class FanOutKind(Kind):
         chunks = [
             (i, items[start : start + size]) for i, start in enumerate(range(0, len(items), size))
         ]
-        step = txn.insert_step(node, parent, status="running", remaining=len(chunks))
+        step = txn.insert_step(
+            node, parent, status="running", remaining=len(chunks), chunk_index=chunk_index
+        )
         if not chunks:
             txn.complete(step, [])
         else:
@@ -234,3 +245,9 @@ class FanOutKind(Kind):
     def describe(self, node):
         label = f"fan_out over {node['over']} by {node['chunk']}"
         return f"{node['name']} ({label})" if node["name"] else label
+
+
+# --- part 2: control flow, timers and waits, HTTP (each module registers its kinds) -------------
+import jobs.durable.control  # noqa: E402
+import jobs.durable.http  # noqa: E402
+import jobs.durable.timers  # noqa: E402, F401

@@ -58,7 +58,7 @@ from jobs.durable.engine import (
     load_graph,
     node_label,
 )
-from jobs.durable.errors import PermanentError
+from jobs.durable.errors import PermanentError, RetryLater
 from jobs.durable.kinds import get_kind
 
 logger = logging.getLogger("jobs.durable.worker")
@@ -269,14 +269,21 @@ class Worker:
         graph = load_graph(step.instance_id)
         permanent = isinstance(exc, PermanentError)
         message = str(exc) if permanent else f"{type(exc).__name__}: {exc}"
+        later = exc if isinstance(exc, RetryLater) else None
         with transaction.atomic():
             txn = Txn(graph, self.clock())
-            if permanent or step.attempts >= step.max_attempts:
+            if later is not None and not later.counts:
+                # A wait woken early: back to waiting, no attempt used (see timers.py).
+                run_at = None if later.delay is None else txn.now + timedelta(seconds=later.delay)
+                outcome = "waiting" if txn.reschedule(step, run_at, str(later)) else "fenced"
+            elif permanent or step.attempts >= step.max_attempts:
                 if not permanent:
                     message = f"step {node_label(node)} failed after {step.attempts} attempt(s): {message}"
                 outcome = "failed" if txn.fail_step(step, message) else "fenced"
             else:
                 delay = backoff_delay(step.attempts, node.get("opts", {}))
+                if later is not None and later.delay is not None:
+                    delay = later.delay  # the server's Retry-After, not our backoff
                 outcome = "retry" if txn.retry_step(step, message, delay) else "fenced"
             txn.flush()
         log = logger.warning if outcome == "failed" else logger.info

@@ -1,0 +1,73 @@
+"""Who may do what with durable workflows, with Django's permissions (pg_durable's grant_usage).
+
+Three permissions on ``durable.Instance`` (see its ``Meta.permissions``):
+
+* ``durable.start_workflow`` — start any workflow;
+* ``durable.use_sql_steps`` — start a workflow that contains ``sql()`` steps;
+* ``durable.use_http_steps`` — start a workflow that contains ``http()`` steps.
+
+They are checked where a person acts: ``start(..., user=...)``, ``manage.py durable
+--user``, and the admin. Application code that starts its own fixed workflow on a user's
+behalf (the analysis pipeline passes ``owner=`` only) is trusted and not checked.
+
+Seeing and controlling (status, result, explain, cancel, signal, list): users only their own
+instances, staff every instance. Another user's instance is reported as not found, so ids
+do not leak whether they exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+
+from jobs.durable.errors import DurableError, InstanceNotFound
+from jobs.durable.graph import iter_spec
+
+START = "durable.start_workflow"
+USE_SQL = "durable.use_sql_steps"
+USE_HTTP = "durable.use_http_steps"
+# Node kinds that need a permission beyond START.
+_KIND_PERMISSIONS = {"sql": USE_SQL, "http": USE_HTTP}
+
+
+class NotPermitted(DurableError, PermissionDenied):
+    """The acting user lacks a permission this action needs."""
+
+
+def required_permissions(spec: dict[str, Any]) -> list[str]:
+    """The permissions starting this compiled graph needs, START first."""
+    needed = [START]
+    for node in iter_spec(spec):
+        perm = _KIND_PERMISSIONS.get(node["kind"])
+        if perm and perm not in needed:
+            needed.append(perm)
+    return needed
+
+
+def check_start(user: Any, spec: dict[str, Any]) -> None:
+    """Raise NotPermitted unless ``user`` may start this compiled graph."""
+    missing = [perm for perm in required_permissions(spec) if not user.has_perm(perm)]
+    if missing:
+        name = getattr(user, "get_username", lambda: str(user))()
+        raise NotPermitted(
+            f"user {name!r} may not start this workflow: missing permission"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        )
+
+
+def can_see(user: Any, owner_id: int | None) -> bool:
+    return bool(
+        user.is_active and (user.is_staff or (owner_id is not None and owner_id == user.pk))
+    )
+
+
+def visible_instance(user: Any, instance_id: uuid.UUID | str):
+    """The instance if ``user`` may see (and so control) it; InstanceNotFound otherwise."""
+    from jobs.durable.api import _get
+
+    instance = _get(instance_id)
+    if user is not None and not can_see(user, instance.owner_id):
+        raise InstanceNotFound(f"no workflow instance {instance.pk}")
+    return instance
