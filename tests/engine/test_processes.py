@@ -227,7 +227,19 @@ def test_exactly_once_under_sigkill(checkpoint_log):
     for _ in range(workflows):
         start(flow)
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.engine.chaos", "--workers", "3", "--timeout", "150"],
+        [
+            sys.executable,
+            "-m",
+            "tests.engine.chaos",
+            "--workers",
+            "4",
+            "--timeout",
+            "150",
+            "--min-interval",
+            "0.05",
+            "--max-interval",
+            "0.09",
+        ],
         cwd=ROOT,
         env=subprocess_env(ACURIO_LEASE_SECONDS="1", ACURIO_MAX_ATTEMPTS="1000", LOG_LEVEL="ERROR"),
         capture_output=True,
