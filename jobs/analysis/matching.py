@@ -15,7 +15,7 @@ import unicodedata
 from collections import defaultdict
 
 from rapidfuzz import process
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import OSA
 
 from .references import Reference
 from .text import fold
@@ -51,9 +51,8 @@ def close_enough(a: str, b: str) -> bool:
         return True
     if _ascii(a) == _ascii(b):
         return True
-    n = max(len(a), len(b))
-    limit = 1 if n <= 5 else 2
-    return Levenshtein.distance(a, b, score_cutoff=limit) <= limit
+    # One typo: an insertion, deletion, substitution or swap of neighbours.
+    return OSA.distance(a, b, score_cutoff=1) <= 1
 
 
 class Index:

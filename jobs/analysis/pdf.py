@@ -135,8 +135,10 @@ def _strip_furniture(pages: list[list[Line]], height: float, body_size: float) -
     paragraph gap), never page after page.
     """
     top_band, bottom_band = height * 0.88, height * 0.12
+    active = {"t", "b"}
     for _ in range(2):  # a running header and a page number may be stacked
-        for where in ("t", "b"):
+        for where in sorted(active):
+            removed = 0
             seen: Counter[int] = Counter()
             apart: Counter[int] = Counter()
             cands: list[tuple[list[Line], Line, bool]] = []
@@ -165,9 +167,13 @@ def _strip_furniture(pages: list[list[Line]], height: float, body_size: float) -
                 # its text (digits aside) or is set smaller than the text it frames.
                 key = _DIGITS.sub("#", cand.text)
                 same_text = sum(texts[y + d, key] for d in (-1, 0, 1))
-                repeats = same_text >= 2 or cand.size < body_size - 0.4
+                repeats = same_text >= max(2, 0.05 * n_pages) or cand.size < body_size - 0.4
                 if at_height and (repeats or _PAGE_NUMBER.match(cand.text)):
                     lines.remove(cand)
+                    removed += 1
+            # Look for a second layer only where a first one was found on many pages.
+            if removed < max(2, 0.25 * n_pages):
+                active.discard(where)
 
 
 def _order_columns(lines: list[Line], width: float) -> list[Line]:
@@ -281,10 +287,13 @@ def _joins(a: Line, b: Line, layouts, gaps, col_right: float) -> bool:
     if kind == "indent":
         return not b.high
     short = a.x1 < col_right - 0.15 * max(col_right - a.x0, 1)
+    if _URL_START.match(b.text):
+        return True  # a DOI or URL wrapped onto the next page still belongs to its entry
     ended = _SENTENCE_END.search(a.text) or _URLISH.search(a.text)
     return not (ended and (short or _REF_START.match(b.text)))
 
 
+_URL_START = re.compile(r"^(?:https?://|doi:|DOI:?\s|10\.\d{4,9}/)", re.IGNORECASE)
 _URLISH = re.compile(r"(?:https?://|doi:\s*|10\.\d{4,9}/)\S+$", re.IGNORECASE)
 
 
