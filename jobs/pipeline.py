@@ -41,6 +41,8 @@ logger = logging.getLogger("jobs.pipeline")
 # is small next to its work, small enough that a long thesis spreads over several workers.
 VERIFY_CHUNK = 50
 ON_FAILURE = "jobs.pipeline.on_failure"
+# What verify adds to a citation; the rest of it is already in the "parsed" checkpoint.
+VERDICT_FIELDS = ("verdict", "references", "reason")
 # What a user reads when the failure was ours, not their file's.
 INTERNAL_ERROR = (
     "The analysis stopped because of an internal error, not because of your file. "
@@ -211,12 +213,15 @@ def verify(ctx) -> list[dict]:
     ids = list(ctx.chunk)
     citations = [parsed["citations"][i] for i in ids]
     verdicts = analysis.verify(citations, parsed["references"], parsed["style"])
+    # Checkpoint only what verify added: finalize has the citations themselves in "parsed",
+    # so repeating them here would store every marker and its context twice more.
+    slim = [{k: v[k] for k in VERDICT_FIELDS if k in v} for v in verdicts]
     # Children run in parallel on several workers: add to the count, never overwrite it. The
     # update comes last so the job row is locked only for the end of this transaction.
     AnalysisJob.objects.filter(pk=_job_id(ctx)).update(
         progress_done=F("progress_done") + len(ids), updated_at=timezone.now()
     )
-    return verdicts
+    return slim
 
 
 def resolve(ctx) -> list[dict]:
@@ -243,12 +248,17 @@ def finalize(ctx) -> dict:
     """Write the citations and the report to the job and mark it complete. No AnalysisRun."""
     job_id = _job_id(ctx)
     job = _alive_job(job_id, "filename", "library", "library_filename")
-    verdicts = ctx["verdicts"]  # the fan-out joined its chunks' lists in document order
+    parsed = ctx["parsed"]
+    # The fan-out joined its chunks' lists in document order: one verdict per citation.
+    verdicts = [
+        {**citation, **verdict}
+        for citation, verdict in zip(parsed["citations"], ctx["verdicts"], strict=True)
+    ]
     resolved = ctx.get("resolved")
     try:
         report = analysis.build_report(
             job.filename,
-            ctx["parsed"],
+            parsed,
             verdicts,
             library=_library(job),
             resolver=_Resolved(resolved) if resolved is not None else None,

@@ -171,3 +171,20 @@ def test_a_corrupt_file_shows_the_analysis_error_on_the_job_page(signed_in, tmp_
     job.refresh_from_db()
     expect(page.locator("#job-error-text")).to_have_text(job.error)
     assert job.status == JobStatus.FAILED
+
+
+def test_an_oversize_file_is_stopped_in_the_browser(signed_in, tmp_path, settings):
+    from playwright.sync_api import expect
+
+    settings.ACURIO_MAX_UPLOAD_MB = 1
+    _context, page = signed_in
+    big = tmp_path / "big.md"
+    big.write_bytes(b"# Thesis\n\n" + b"word " * 300_000)
+    page.goto("/upload/")
+    page.set_input_files("#id_file", str(big))
+    page.click("#upload-submit")
+    expect(page.locator("#client-error")).to_have_text(
+        "big.md: The file is too large: the limit is 1 MB."
+    )
+    assert page.url.endswith("/upload/")
+    assert not AnalysisJob.objects.exists()

@@ -93,6 +93,17 @@ def test_checkpoints_never_carry_the_document_body(corpus, user):
     # The parsed citations/references are the largest checkpoint; no step holds doc_html.
     assert largest < len(job.doc_html)
     assert not any(job.doc_html[:2000] in o for o in outputs)
+    # The verdicts carry only what verify adds, not the citations again.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, length(output::text) FROM durable_step"
+            " WHERE instance_id = %s AND name IN ('parsed', 'verdicts')",
+            [job.workflow_id],
+        )
+        sizes = dict(cursor.fetchall())
+    assert sizes["verdicts"] < sizes["parsed"] / 2, sizes
+    first = job.results["citations"][0]
+    assert {"text", "keys", "verdict", "references", "reason", "context"} <= set(first)
 
 
 def test_verify_fans_out_in_chunks_and_counts_progress(corpus, user, monkeypatch):
