@@ -1,0 +1,249 @@
+"""http() steps against a local server the test starts on 127.0.0.1 (never the network)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.db import connection
+
+from jobs.durable import DefinitionError, http, result, start, status
+from jobs.durable.http import HttpKind, host_allowed, idempotency_key, retry_after
+from jobs.durable.models import Instance, Step
+from tests.engine2.conftest import T0
+
+pytestmark = pytest.mark.django_db
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.requests: list[dict] = []
+        self.hits: dict[str, int] = {}
+        self.release = threading.Event()  # lets hanging handlers go at teardown
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Server
+
+    def log_message(self, *args) -> None:  # keep test output quiet
+        pass
+
+    def _send(self, code: int, body: bytes, content_type: str, **headers: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        path = self.path
+        hit = self.server.hits[path] = self.server.hits.get(path, 0) + 1
+        self.server.requests.append(
+            {"method": self.command, "path": path, "headers": dict(self.headers), "body": body}
+        )
+        if path == "/ok":
+            payload = {"ok": True, "got": json.loads(body) if body else None}
+            self._send(200, json.dumps(payload).encode(), "application/json", X_Trace="t-1")
+        elif path == "/missing":
+            self._send(404, b"no such thesis", "text/plain; charset=utf-8")
+        elif path == "/flaky":
+            if hit == 1:
+                self._send(500, b"boom", "text/plain")
+            else:
+                self._send(200, b'{"second": true}', "application/json")
+        elif path == "/busy":
+            if hit == 1:
+                self._send(429, b"slow down", "text/plain", Retry_After="7")
+            else:
+                self._send(200, b"[]", "application/json")
+        elif path == "/hang":
+            self.server.release.wait(10)
+            self._send(200, b"too late", "text/plain")
+        elif path == "/down":
+            self._send(503, b"maintenance", "text/plain")
+        else:
+            self._send(400, b"bad path", "text/plain")
+
+    do_GET = do_POST = do_PUT = _handle
+
+
+@pytest.fixture
+def server(settings):
+    srv = Server()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    settings.ACURIO_HTTP_ALLOW = ["127.0.0.1:*"]
+    yield srv
+    srv.release.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def http_step(iid) -> Step:
+    return Step.objects.get(instance_id=iid, kind="http")
+
+
+def test_2xx_returns_status_headers_json_body_and_duration(worker, clock, server):
+    iid = start(http(server.base + "/ok", method="POST", body={"thesis": 7}))
+    assert worker.drain() == 1
+    out = result(iid)
+    assert out["status"] == 200
+    assert out["body"] == {"ok": True, "got": {"thesis": 7}}
+    assert out["headers"]["x-trace"] == "t-1"
+    assert isinstance(out["duration"], float) and out["duration"] >= 0
+    sent = server.requests[0]
+    assert sent["method"] == "POST" and sent["headers"]["Content-Type"] == "application/json"
+    assert sent["headers"]["Idempotency-Key"] == idempotency_key(iid, http_step(iid).key)
+
+
+def test_4xx_is_a_result_not_an_error(worker, clock, server):
+    iid = start(http(server.base + "/missing"))
+    worker.drain()
+    assert status(iid) == "completed"
+    assert result(iid)["status"] == 404 and result(iid)["body"] == "no such thesis"
+    assert server.hits["/missing"] == 1, "no retry for a 4xx"
+
+
+def test_5xx_then_2xx_retries_under_the_step_policy_with_the_same_idempotency_key(
+    worker, clock, server
+):
+    iid = start(http(server.base + "/flaky", backoff=2, max_attempts=3))
+    worker.drain()
+    step = http_step(iid)
+    assert step.status == "ready" and step.attempts == 1
+    assert "answered 500" in step.error
+    assert T0 + timedelta(seconds=1) <= step.run_at <= T0 + timedelta(seconds=2)
+    clock.shift(2)
+    worker.drain()
+    assert result(iid)["body"] == {"second": True} and http_step(iid).attempts == 2
+    keys = {r["headers"]["Idempotency-Key"] for r in server.requests}
+    assert len(keys) == 1, "the same key on every retry of one activation"
+
+
+def test_429_honours_retry_after(worker, clock, server):
+    iid = start(http(server.base + "/busy", backoff=100))
+    worker.drain()
+    step = http_step(iid)
+    assert step.run_at == T0 + timedelta(seconds=7), "Retry-After, not the 100s backoff"
+    assert "Retry-After" in step.error
+    clock.shift(6)
+    assert worker.drain() == 0
+    clock.shift(1)
+    worker.drain()
+    assert result(iid)["status"] == 200 and result(iid)["body"] == []
+
+
+def test_5xx_every_time_fails_after_max_attempts(worker, clock, server):
+    iid = start(http(server.base + "/down", max_attempts=2, backoff=1))
+    worker.drain()
+    clock.shift(1)
+    worker.drain()
+    instance = Instance.objects.get(pk=iid)
+    assert instance.status == "failed"
+    assert "failed after 2 attempt(s)" in instance.error and "answered 503" in instance.error
+
+
+def test_a_hanging_server_hits_the_timeout_and_retries(worker, clock, server):
+    iid = start(http(server.base + "/hang", timeout=0.3, max_attempts=2, backoff=1))
+    worker.drain()
+    step = http_step(iid)
+    assert step.status == "ready" and "timed out after 0.3s" in step.error
+    clock.shift(1)
+    worker.drain()
+    instance = Instance.objects.get(pk=iid)
+    assert instance.status == "failed" and "timed out after 0.3s" in instance.error
+    assert server.hits["/hang"] == 2
+
+
+def test_a_refused_connection_is_a_network_error_that_retries(worker, clock, server):
+    server.shutdown()
+    server.server_close()  # nothing listens on that port any more
+    iid = start(http(server.base + "/ok", max_attempts=2, backoff=1))
+    worker.drain()
+    assert http_step(iid).status == "ready" and "failed" in http_step(iid).error
+
+
+def test_a_disallowed_host_fails_permanently_without_a_request(worker, clock, server, settings):
+    settings.ACURIO_HTTP_ALLOW = ["api.example.org"]
+    iid = start(http(server.base + "/ok", max_attempts=5))
+    worker.drain()
+    instance = Instance.objects.get(pk=iid)
+    assert instance.status == "failed" and http_step(iid).attempts == 1
+    assert "host '127.0.0.1' is not allowed" in instance.error
+    assert "ACURIO_HTTP_ALLOW" in instance.error
+    assert server.requests == []
+
+
+def test_nothing_is_allowed_by_default(settings):
+    settings.ACURIO_HTTP_ALLOW = []
+    assert not host_allowed("https://api.example.org/x")
+
+
+@pytest.mark.parametrize(
+    ("url", "patterns", "allowed"),
+    [
+        ("https://api.example.org/x", ["api.example.org"], True),
+        ("https://a.b.example.org/x", ["*.example.org"], True),
+        ("https://example.org.evil.net/", ["*.example.org"], False),
+        ("http://127.0.0.1:8080/", ["127.0.0.1:8080"], True),
+        ("http://127.0.0.1:8081/", ["127.0.0.1:8080"], False),
+        ("https://API.Example.org/", ["api.example.org"], True),
+    ],
+)
+def test_host_patterns(url, patterns, allowed):
+    assert host_allowed(url, patterns) is allowed
+
+
+def test_retry_after_forms():
+    assert retry_after("7") == 7.0
+    assert retry_after("999999") == 3600.0
+    assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
+    assert retry_after("soon") is None and retry_after(None) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "ftp://x/y"}, "absolute http"),
+        ({"url": "/relative"}, "absolute http"),
+        ({"url": "http://x/", "method": "BREW"}, "method"),
+        ({"url": "http://x/", "headers": {"a": 1}}, "dict of strings"),
+        ({"url": "http://x/", "timeout": 0}, "timeout"),
+        ({"url": "http://x/", "body": 5}, "body"),
+        ({"url": "http://x/", "retries": 5}, "unknown step option"),
+    ],
+)
+def test_bad_http_definitions_fail_where_written(kwargs, message):
+    with pytest.raises(DefinitionError, match=message):
+        http(**kwargs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_request_is_made_outside_any_transaction(server, monkeypatch):
+    from jobs.durable import Worker
+
+    seen = []
+    original = HttpKind.execute
+
+    def spy(self, ctx, node):
+        seen.append(connection.in_atomic_block)
+        return original(self, ctx, node)
+
+    monkeypatch.setattr(HttpKind, "execute", spy)
+    iid = start(http(server.base + "/ok"))
+    Worker(worker_id="tx-check").drain()
+    assert seen == [False] and status(iid) == "completed"
