@@ -368,13 +368,29 @@ def api_job(request: HttpRequest, job_id: int) -> JsonResponse:
             "progress_total",
             "error",
             "run_saved_at",
+            "workflow_id",
         )
         .filter(pk=job_id)
         .first()
     )
     if job is None:
         return json_error("No such analysis job.", status=404)
-    return JsonResponse(job_payload(job))
+    payload = job_payload(job)
+    if job.status == JobStatus.QUEUED and _first_step_running(job):
+        # A step's writes show only when it commits, so while the first one (extract) runs
+        # the row still says queued; the engine knows better, for the price of one lookup.
+        payload["progress"]["step"] = "extract"
+    return JsonResponse(payload)
+
+
+def _first_step_running(job: AnalysisJob) -> bool:
+    from .durable.models import Step
+
+    if job.workflow_id is None:
+        return False
+    # Served by the (instance_id, key) unique index of the engine's steps.
+    # (Composite steps such as the root sequence are "running" from the start: tasks only.)
+    return Step.objects.filter(instance_id=job.workflow_id, status="running", kind="task").exists()
 
 
 @api_login_required

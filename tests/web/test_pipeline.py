@@ -262,3 +262,15 @@ def test_requeue_creates_a_newer_job_of_the_same_run(corpus, user, user_client):
     )
     assert resp.status_code == 201
     assert AnalysisRun.objects.get(pk=first.run_id).job_id == second.pk
+
+
+def test_progress_says_extract_while_the_first_step_runs(user, user_client):
+    job = pipeline.submit_analysis(user, "thesis.md", b"# T\n\nBody (Smith, 2020).\n")
+    url = f"/api/analysis-jobs/{job.pk}"
+    assert user_client.get(url).json()["progress"]["step"] == "queued"
+    worker = Worker(once=True)
+    (step,) = worker.claim(1)  # claimed, not yet run: the job row still says queued
+    body = user_client.get(url).json()
+    assert (body["status"], body["progress"]["step"]) == ("queued", "extract")
+    worker.execute(step)
+    assert user_client.get(url).json()["progress"]["step"] == "parse"
