@@ -235,7 +235,7 @@ class WaitForSignalKind(Kind):
     def describe(self, node):
         label = f"wait for signal {node['signal']!r}"
         if node["timeout"] is not None:
-            label += f" (timeout {node['timeout']:g}s)"
+            label += f", timeout {node['timeout']:g}s"
         return f"{node['name']} ({label})" if node["name"] else label
 
 
