@@ -198,6 +198,11 @@ def parse(ctx) -> dict:
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
     data = parsed.to_dict()
+    for citation in data["citations"]:
+        # The sentence around each marker is a piece of the body: all of them together are a
+        # good part of the document again, and nothing downstream needs them (the report page
+        # shows every marker in place in doc_html).
+        citation.pop("context", None)
     _progress(job_id, Stage.VERIFY, progress_done=0, progress_total=len(data["citations"]))
     return data
 
@@ -265,6 +270,9 @@ def finalize(ctx) -> dict:
         )
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
+    for citation in report["citations"]:
+        if not citation.get("context"):
+            citation.pop("context", None)  # dropped at parse (see there)
     citations = [
         JobCitation(
             job_id=job_id,

@@ -17,6 +17,7 @@ from functools import wraps
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import Func, IntegerField, Q
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
@@ -46,6 +47,8 @@ VERDICT_EXPLANATIONS = {
     Verdict.AUTHOR_MISMATCH: "An entry of the same year has a slightly different surname.",
     Verdict.AMBIGUOUS: "Several entries match; their years need a/b suffixes to tell them apart.",
 }
+ANNOTATED_CACHE_SECONDS = 15 * 60
+ANNOTATED_CACHE_MAX_CHARS = 8 * 1024 * 1024
 # The declared body may exceed the file limit by the multipart envelope and the optional library
 # (itself up to the limit); beyond that we refuse before reading a byte of it.
 _ENVELOPE_SLACK = 1024 * 1024
@@ -234,11 +237,24 @@ def _citations_with_reasons(run: AnalysisRun) -> list[dict]:
 
 
 def _annotated_html(run: AnalysisRun, citations: list[dict]) -> str:
+    """doc_html with every citation marked, cached per (run, job).
+
+    Marking a long thesis takes a while (about 2 s for 300 pages), and a report is usually
+    opened several times soon after it is saved. The row's body changes only together with its
+    job, so the pair is a safe key; the cache is the process's own memory, never the database
+    (a second stored copy of the body is what this design avoids).
+    """
     from .analysis import annotate_html
 
     if not run.doc_html:
         return ""
-    return annotate_html(run.doc_html, citations)
+    key = f"acurio:annotated:{run.pk}:{run.job_id}"
+    html = cache.get(key)
+    if html is None:
+        html = annotate_html(run.doc_html, citations)
+        if len(html) <= ANNOTATED_CACHE_MAX_CHARS:
+            cache.set(key, html, ANNOTATED_CACHE_SECONDS)
+    return html
 
 
 def _judgment(run: AnalysisRun) -> dict | None:

@@ -192,3 +192,30 @@ def test_failed_run_shows_its_error(user_client, make_job):
     run = AnalysisRun.objects.get(pk=save_run(job.pk, "client").run_id)
     body = user_client.get(f"/runs/{run.pk}/").content.decode()
     assert "The analysis failed" in body
+
+
+def test_marked_document_is_cached_per_run_and_job(user_client, run_of, make_job, monkeypatch):
+    from jobs import analysis
+
+    calls = []
+    real = analysis.annotate_html
+
+    def counting(html, citations):
+        calls.append(html)
+        return real(html, citations)
+
+    monkeypatch.setattr(analysis, "annotate_html", counting)
+    run = run_of()
+    url = reverse("run_report", args=[run.pk])
+    first = user_client.get(url).content
+    second = user_client.get(url).content
+    assert len(calls) == 1
+    assert b"cite-missing_reference" in first
+    assert b"cite-missing_reference" in second
+
+    # A newer job's content replaces the row: its document is marked afresh.
+    newer = make_job(run_id=run.pk, results=copy.deepcopy(REPORT), doc_html=DOC + "<p>v2</p>")
+    save_run(newer.pk, "client")
+    body = user_client.get(url).content.decode()
+    assert len(calls) == 2
+    assert "v2" in body
