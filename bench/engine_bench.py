@@ -590,11 +590,13 @@ def render(
     started: dt.datetime,
     finished: dt.datetime,
     env_lines: list[str],
+    partial: bool = False,
 ) -> str:
     summaries = summarise(results)
     lines = [
         "# Durable engine benchmark",
         "",
+        *(["**Partial: the run was still going when this was written.**", ""] if partial else []),
         f"- command: `{command}`",
         f"- started {started:%Y-%m-%d %H:%M:%S} UTC, finished {finished:%H:%M:%S} UTC",
         *[f"- {line}" for line in env_lines],
@@ -742,7 +744,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--engine-concurrency", type=int, default=None, help="pass --concurrency N to the worker"
     )
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per case")
+    parser.add_argument("--timeout", type=float, default=2400, help="seconds per case")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "engine.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
@@ -790,6 +792,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     except RuntimeError as exc:
                         r = CaseResult(key, workers, repeat, args.jobs, 0, ok=False, error=str(exc))
                     results.append(r)
+                    if not args.no_write:  # a run cut short still leaves its figures
+                        write_report(
+                            args.out,
+                            render(
+                                peers,
+                                results,
+                                skipped,
+                                worker_counts,
+                                command,
+                                started,
+                                dt.datetime.now(dt.UTC),
+                                env_lines,
+                                partial=True,
+                            ),
+                        )
                     print(
                         f"{key:7} w={workers} #{repeat}: "
                         + (

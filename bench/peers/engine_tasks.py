@@ -8,6 +8,7 @@ the workers, started afterwards, see the whole queue at once.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -22,6 +23,7 @@ def noop(ctx: Any) -> None:
 def main() -> None:
     import django
 
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acurio.settings")
     django.setup()
     from django.db import transaction
 
