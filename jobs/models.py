@@ -247,6 +247,22 @@ class AnalysisRun(models.Model):
             ),
             # The admin's writers panel: runs per saved_by per day.
             models.Index(fields=["saved_at", "saved_by"], name="run_writer_idx"),
+            # The writers panel's non-client part (jobs.dashboard.writers_per_day):
+            #   SELECT saved_at::date, saved_by, count(*) FROM jobs_analysisrun
+            #     WHERE saved_at >= ? AND (saved_by IS NULL OR saved_by = 'worker') GROUP BY 1, 2
+            # Clients write most runs; the client count is the day's total minus these.
+            models.Index(
+                fields=["saved_at", "saved_by"],
+                name="run_nonclient_idx",
+                condition=Q(saved_by__isnull=True) | Q(saved_by=SavedBy.WORKER),
+            ),
+            # The admin's jobs "saved by: legacy" filter (jobs.admin.JobSavedByFilter):
+            #   WHERE jobs_analysisjob.id IN (SELECT job_id FROM jobs_analysisrun
+            #     WHERE saved_by IS NULL) ORDER BY id DESC LIMIT 50
+            # Legacy rows are never written again, so this index only shrinks.
+            models.Index(
+                fields=["job"], name="run_legacy_job_idx", condition=Q(saved_by__isnull=True)
+            ),
         ]
 
     def __str__(self) -> str:
