@@ -7,7 +7,8 @@ in a database of its own (``acurio_bench_web``, dropped and re-created at the st
 2. an in-process ``Worker`` runs every step (one worker, as ``manage.py worker --once``);
 3. the tab's calls are made with Django's test client: ``GET /api/analysis-jobs/<id>`` (the
    poll; median of 50) and ``POST /api/analysis-runs`` (the save: write, then a repeat no-op),
-   then ``GET /runs/<id>/`` (the report page with every citation marked) and its JSON.
+   then ``GET /runs/<id>/`` (the report page with every citation marked: the first view, then
+   the median of 5 more, served from the marked-document cache) and its JSON.
 
 Printed per thesis: citations, the wall time of the workflow and of each stage (from the
 engine's step timestamps: extract, parse, the whole fan-out with its chunk count, finalize),
@@ -158,6 +159,7 @@ def bench_one(path: Path, user, client) -> dict:
         )
     )
     assert again.status_code == 200
+    page, first_page_t = timed(lambda: client.get(f"/runs/{job.run_id}/"))
     page, page_t = timed(lambda: client.get(f"/runs/{job.run_id}/"), 5)
     assert page.status_code == 200
     report_json, json_t = timed(lambda: client.get(f"/runs/{job.run_id}.json"), 5)
@@ -173,6 +175,7 @@ def bench_one(path: Path, user, client) -> dict:
         "poll": poll_t,
         "save_write": save_t,
         "save_noop": again_t,
+        "report_page_first": first_page_t,
         "report_page": page_t,
         "report_bytes": len(page.content),
         "report_json": json_t,
@@ -202,6 +205,10 @@ def main() -> int:
     lines = [
         "# Web half of issue 6: the analysis workflow and the tab's calls",
         "",
+        "Produced by `DATABASE_URL=postgres://postgres@127.0.0.1:5432/acurio_bench_web "
+        ".venv/bin/python bench/web_pipeline.py --out bench/results/web.md` "
+        f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).",
+        "",
         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs (shared with other engineers' "
         "test runs: absolute times are noisy). One in-process worker; PostgreSQL 15 on "
         "127.0.0.1. Library (`.bib`) checked for every thesis.",
@@ -221,14 +228,27 @@ def main() -> int:
     lines += [
         "",
         "| thesis | poll GET (median of 50) | save POST: write (201) | save POST: repeat "
-        "no-op (200) | report page (median of 5) | page size | report JSON |",
-        "|---|---|---|---|---|---|---|",
+        "no-op (200) | report page: first view | again (median of 5, marked document cached) "
+        "| page size | report JSON |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['name']} | {ms(r['poll'])} | {ms(r['save_write'])} | {ms(r['save_noop'])} "
-            f"| {ms(r['report_page'])} | {kib(r['report_bytes'])} | {ms(r['report_json'])} |"
+            f"| {ms(r['report_page_first'])} | {ms(r['report_page'])} | {kib(r['report_bytes'])} "
+            f"| {ms(r['report_json'])} |"
         )
+    lines += [
+        "",
+        "Reading the figures: *workflow* is the instance's wall time from its first step's "
+        "start to its last checkpoint; the stage columns are each step's own time (the fan-out "
+        "from its first chunk's start to its join). Checkpoint sizes are the JSON the engine "
+        "stores (outputs and fan-out chunks) next to the `doc_html` written once to the job "
+        "row: the largest is the parsed citations and reference entries (marker texts, keys "
+        "and positions; no contexts, no body). The report page's first view marks every "
+        "citation in the document (the analysis library's `annotate_html`); later views "
+        "within 15 minutes take the marked document from the process's cache.",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
