@@ -57,6 +57,57 @@ _PARTICLES = {
     "st.",
     "mc",
 }
+# Sentence adverbs that open a sentence with a comma, like a surname in an author list would.
+_CONNECTIVES = frozenset(
+    [
+        "however",
+        "moreover",
+        "furthermore",
+        "nevertheless",
+        "nonetheless",
+        "consequently",
+        "therefore",
+        "thus",
+        "hence",
+        "additionally",
+        "indeed",
+        "notably",
+        "accordingly",
+        "conversely",
+        "likewise",
+        "finally",
+        "firstly",
+        "secondly",
+        "also",
+        "yet",
+        "still",
+        "again",
+        "here",
+        "there",
+        "similarly",
+        "specifically",
+        "importantly",
+        "overall",
+        "instead",
+        "meanwhile",
+        "dennoch",
+        "jedoch",
+        "zudem",
+        "außerdem",
+        "allerdings",
+        "ebenso",
+        "folglich",
+        "daher",
+        "somit",
+        "auch",
+        "ferner",
+        "insbesondere",
+        "schließlich",
+        "zunächst",
+        "hingegen",
+        "demnach",
+    ]
+)
 _SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|[(\[]\s*)$")
 
 
@@ -88,7 +139,9 @@ class Citation:
 def detect_style(body: list[Block], refs: list[Reference]) -> str:
     """The citation style of the document, from its markers and its reference list."""
     brackets = parens_num = ay_comma = ay_plain = german = 0
-    for b in body:
+    # An even sample of the body is plenty to tell the style and keeps long theses cheap.
+    step = max(1, len(body) // 150)
+    for b in body[::step]:
         t = b.text
         brackets += sum(1 for _ in _BRACKETS.finditer(t))
         for m in _PARENS_NUM.finditer(t):
@@ -137,7 +190,9 @@ class _Vocabulary:
 
     def is_prose(self, word: str) -> bool:
         f = fold(word)
-        return f not in self.surnames and word.lower() in self.lower
+        if f in self.surnames:
+            return False
+        return word.lower() in self.lower or f in _CONNECTIVES or (f.endswith("ly") and len(f) > 5)
 
 
 def _split_chain(chain: str) -> list[str]:

@@ -9,8 +9,12 @@ when text, verdict, DOI and ``doi_valid`` all agree.
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from pathlib import Path
 
 
 @dataclass
@@ -89,3 +93,85 @@ def score_references(truth: dict, report: dict) -> Score:
             if j not in got:
                 s.errors.append(f"{r['text'][:80]!r}: spurious entry")
     return s
+
+
+# ---------------------------------------------------------------- the sample corpus
+
+DOC_EXTS = (".docx", ".pdf", ".html", ".md", ".txt")
+FORMAT_NAMES = {".docx": "docx", ".pdf": "pdf", ".html": "html", ".md": "markdown", ".txt": "text"}
+
+
+def corpus_cases(root: Path, *, skip_large: bool = False) -> list[tuple[Path, Path, Path | None]]:
+    """(document, truth, library) triples for every document with a truth file."""
+    cases = []
+    for doc in sorted(root.rglob("*")):
+        if doc.suffix not in DOC_EXTS or not doc.is_file():
+            continue
+        if skip_large and "300p" in doc.name:
+            continue
+        truth = doc.with_name(doc.name + ".truth.json")
+        if not truth.exists():
+            truth = doc.with_suffix(".truth.json")
+        if not truth.exists():
+            continue
+        lib = doc.with_suffix(".bib")
+        cases.append((doc, truth, lib if lib.exists() else None))
+    return cases
+
+
+def run_case(case: tuple[Path, Path, Path | None]) -> dict:
+    """Analyse one corpus document (with its library) and score it."""
+    from . import analyze
+
+    doc, truth_path, lib = case
+    truth = json.loads(truth_path.read_text(encoding="utf-8"))
+    report = analyze(
+        doc.read_bytes(),
+        doc.name,
+        library=lib.read_bytes() if lib else None,
+        library_filename=lib.name if lib else None,
+    )
+    c = score_citations(truth, report)
+    r = score_references(truth, report)
+    return {
+        "doc": str(doc),
+        "style": truth["style"],
+        "format": FORMAT_NAMES[doc.suffix],
+        "style_ok": report["style"] == truth["style"],
+        "cit": (c.correct, c.total, c.errors),
+        "ref": (r.correct, r.total, r.errors),
+    }
+
+
+def evaluate(root: Path, *, skip_large: bool = False, jobs: int = 1) -> list[dict]:
+    cases = corpus_cases(root, skip_large=skip_large)
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            return list(pool.map(run_case, cases))
+    return [run_case(c) for c in cases]
+
+
+def tables(results: list[dict]) -> dict[str, dict[str, tuple[Score, Score]]]:
+    """{'overall'|'style'|'format': {name: (citation score, reference score)}}."""
+    out: dict[str, dict[str, tuple[Score, Score]]] = defaultdict(dict)
+    for res in results:
+        for group, name in (("overall", "all"), ("style", res["style"]), ("format", res["format"])):
+            c, r = out[group].setdefault(name, (Score(), Score()))
+            c.add(Score(*res["cit"]))
+            r.add(Score(*res["ref"]))
+    return out
+
+
+def format_table(results: list[dict]) -> str:
+    lines = [
+        "| group | citations correct | citation accuracy | references correct | reference accuracy |"
+    ]
+    lines.append("|---|---|---|---|---|")
+    t = tables(results)
+    for group in ("overall", "style", "format"):
+        for name, (c, r) in sorted(t[group].items()):
+            label = "overall" if group == "overall" else f"{group}: {name}"
+            lines.append(
+                f"| {label} | {c.correct}/{c.total} | {c.rate:.2%} | {r.correct}/{r.total} | {r.rate:.2%} |"
+            )
+    return "\n".join(lines)

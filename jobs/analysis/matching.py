@@ -65,12 +65,15 @@ class Index:
         self.by_year: dict[str, list[int]] = defaultdict(list)
         self.by_number: dict[int, list[int]] = defaultdict(list)
         self.surnames: dict[str, str] = {}
+        self.folded: dict[int, str] = {}
+        self._choices: list[str] | None = None
         for r in refs:
             if r.number is not None:
                 self.by_number[r.number].append(r.index)
             if not r.authors:
                 continue
             a = fold(r.authors[0])
+            self.folded[r.index] = a
             base, _ = split_year(r.year)
             self.by_author_year[a, base].append(r.index)
             self.by_author[a].append(r.index)
@@ -85,7 +88,9 @@ class Index:
     def closest(self, author: str) -> Reference | None:
         if not self.surnames:
             return None
-        hit = process.extractOne(fold(author), list(self.surnames))
+        if self._choices is None:
+            self._choices = list(self.surnames)
+        hit = process.extractOne(fold(author), self._choices)
         if not hit:
             return None
         return self.refs[self.by_author[hit[0]][0]]
@@ -142,7 +147,7 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
             [],
             f"{author} is listed for {_years(refs, listed)}, not {year}",
         )
-    near = [i for i in index.by_year.get(base, []) if close_enough(a, fold(refs[i].authors[0]))]
+    near = [i for i in index.by_year.get(base, []) if close_enough(a, index.folded[i])]
     if near:
         if suffix:
             same = [i for i in near if split_year(refs[i].year)[1] == suffix]

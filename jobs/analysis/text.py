@@ -38,9 +38,17 @@ _LINE_HYPHEN = re.compile(rf"(?<={_LETTER})-[ \t]*\r?\n\s*(?={_LETTER})")
 _WS = re.compile(r"\s+")
 
 
+_SPECIAL = re.compile("[" + re.escape(INVISIBLE + "".join(LIGATURES) + SPACES) + "]")
+
+
 def clean_chars(text: str) -> str:
     """Drop invisible characters, spell out ligatures and turn exotic spaces into plain ones."""
-    return unicodedata.normalize("NFC", text).translate(_TRANSLATE)
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text)
+        if _SPECIAL.search(text):
+            # str.translate with a dict is slow; most text needs no translation at all.
+            text = text.translate(_TRANSLATE)
+    return text
 
 
 def join_line_hyphens(text: str) -> str:
@@ -72,7 +80,7 @@ def normalize_with_map(text: str) -> tuple[str, list[int]]:
         if ch in INVISIBLE:
             i += 1
             continue
-        if ch == "-" and out and _is_letter(out[-1]):
+        if ch == "-" and pending_space < 0 and out and _is_letter(out[-1]):
             # Look ahead for "-", optional blanks, a newline, any white space, then a letter.
             j = i + 1
             while j < n and (text[j] in " \t" or text[j] in SPACES or text[j] in INVISIBLE):

@@ -1,0 +1,105 @@
+"""In-text citation parsing for the five styles, and style detection."""
+
+from __future__ import annotations
+
+from jobs.analysis import parse
+
+
+def _doc(body: list[str], refs: list[str], heading: str = "References") -> str:
+    paras = "".join(f"<p>{p}</p>" for p in body)
+    entries = "".join(f"<p>{r}</p>" for r in refs)
+    return f"<h1>Thesis</h1>{paras}<h2>{heading}</h2>{entries}"
+
+
+APA_REFS = [
+    "Smith, J., & Lee, K. (2020a). A first study. Journal of Tests, 1(2), 3\u20134. https://doi.org/10.1234/abc",
+    "Smith, J., & Lee, K. (2020b). A second study. Journal of Tests, 1(2), 5\u20136.",
+    "O'Connor, P. (2019). Title here. Publisher.",
+    "Brandt-Wallin, A., Haas, B., & Cole, C. (2018). Another title. Journal, 2, 1\u20132.",
+]
+
+
+def test_apa_parenthetical_narrative_and_multiple_works():
+    body = [
+        "Evidence is mixed (Smith & Lee, 2020a, p. 12; O'Connor, 2019). "
+        "Brandt-Wallin et al. (2018) disagree. However, Smith and Lee (2020b) argue otherwise "
+        "(see also Brandt-Wallin et al., 2018)."
+    ]
+    parsed = parse(_doc(body, APA_REFS))
+    assert parsed.style == "apa"
+    texts = [c["text"] for c in parsed.citations]
+    assert texts == [
+        "(Smith & Lee, 2020a, p. 12; O'Connor, 2019)",
+        "Brandt-Wallin et al. (2018)",
+        "Smith and Lee (2020b)",
+        "(see also Brandt-Wallin et al., 2018)",
+    ]
+    assert parsed.citations[0]["keys"] == [
+        {"author": "Smith", "year": "2020a"},
+        {"author": "O'Connor", "year": "2019"},
+    ]
+    assert parsed.citations[2]["keys"] == [{"author": "Smith", "year": "2020b"}]
+
+
+def test_harvard_three_authors_and_prose_prefix():
+    refs = [
+        "Hart, A., Hammond, B. and Friedman, C. (2009) 'A title', Journal, 1(1), pp. 1\u20132.",
+        "Lynch, D. and Webb, E. (2021) Book title. London: Routledge.",
+    ]
+    body = [
+        "Text (Hart, Hammond and Friedman 2009, p. 225). More (cf. the meta-analysis by Lynch and Webb 2021)."
+    ]
+    parsed = parse(_doc(body, refs, "Bibliography"))
+    assert parsed.style == "harvard"
+    assert [c["keys"][0]["author"] for c in parsed.citations] == ["Hart", "Lynch"]
+    assert parsed.citations[1]["text"] == "(cf. the meta-analysis by Lynch and Webb 2021)"
+
+
+def test_german_author_year_with_vgl_ua_pages_umlauts_and_ebd():
+    refs = [
+        "Müller, Jürgen; Voigt, Anna (2022): Titel. In: Zeitschrift 3 (2), S. 1\u201320.",
+        "Vetter, Hans u. a. (2020): Ein Buch. Wiesbaden: Springer VS.",
+        "Klieme, Eckhard; Walters, Sue (2016): Noch ein Titel. Weinheim: Beltz.",
+    ]
+    body = [
+        "Das ist belegt (vgl. Müller und Voigt 2022, S. 12 f.) und bestätigt (ebd., S. 14). "
+        "Vetter u. a. (2020) zeigen das. Ähnlich Klieme/Walters (2016)."
+    ]
+    parsed = parse(_doc(body, refs, "Literaturverzeichnis"))
+    assert parsed.style == "german"
+    assert [c["text"] for c in parsed.citations] == [
+        "(vgl. Müller und Voigt 2022, S. 12 f.)",
+        "(ebd., S. 14)",
+        "Vetter u. a. (2020)",
+        "Klieme/Walters (2016)",
+    ]
+    assert parsed.citations[1]["keys"] == [{"author": "Müller", "year": "2022"}]
+
+
+def test_ieee_brackets_with_ranges():
+    refs = [
+        f"[{i}] A. Author, “Title {i},” Journal, vol. 1, pp. 1\u20132, 2020." for i in range(1, 7)
+    ]
+    parsed = parse(_doc(["As shown [1], [2\u20134] and [1, 6]."], refs))
+    assert parsed.style == "ieee"
+    assert [c["keys"] for c in parsed.citations][1] == [{"number": n} for n in (2, 3, 4)]
+    assert [r["number"] for r in parsed.references] == [1, 2, 3, 4, 5, 6]
+
+
+def test_vancouver_parentheses_and_years_are_not_numbers():
+    refs = [f"{i}. Author A, Other B. Title {i}. J Test. 2019;1(2):3\u20134." for i in (1, 2, 3, 5)]
+    parsed = parse(
+        _doc(["Known (1). Also (2,3). Ranges (1\u20133). Data from (2019) are old."], refs)
+    )
+    assert parsed.style == "vancouver"
+    assert [c["text"] for c in parsed.citations] == ["(1)", "(2,3)", "(1\u20133)"]
+    assert [r["number"] for r in parsed.references] == [1, 2, 3, 5]
+
+
+def test_marker_text_is_normalised_like_the_truth():
+    html = _doc(
+        ["Shown (Hayes\u00a0&amp; Morten\u00adsen, 2023)."],
+        ["Hayes, A., & Mortensen, B. (2023). T. J."],
+    )
+    parsed = parse(html)
+    assert parsed.citations[0]["text"] == "(Hayes & Mortensen, 2023)"

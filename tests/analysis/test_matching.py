@@ -1,0 +1,99 @@
+"""Verdicts, reasons, worst-of-keys, and that matching is indexed (linear)."""
+
+from __future__ import annotations
+
+import time
+
+from jobs.analysis import verify
+from jobs.analysis.references import Reference
+
+
+def _refs(*entries):
+    return [
+        Reference(index=i, text=f"{a} ({y})", paragraph=i, authors=[a], year=y, number=n).to_dict()
+        for i, (a, y, n) in enumerate(entries)
+    ]
+
+
+REFS = _refs(
+    ("Smith", "2020", None),
+    ("Jones", "2018", None),
+    ("Lee", "2019", None),
+    ("Lee", "2019", None),
+    ("Park", "2021a", None),
+    ("Park", "2021b", None),
+)
+
+
+def _verdict(*keys):
+    return verify(
+        [{"text": "x", "keys": [{"author": a, "year": y} for a, y in keys]}], REFS, "apa"
+    )[0]
+
+
+def test_each_verdict_with_reason():
+    assert _verdict(("Smith", "2020"))["verdict"] == "verified"
+    v = _verdict(("Brown", "2020"))
+    assert v["verdict"] == "missing_reference"
+    assert "no entry by Brown" in v["reason"]
+    v = _verdict(("Smith", "2021"))
+    assert v["verdict"] == "year_mismatch"
+    assert "2020" in v["reason"]
+    v = _verdict(("Smyth", "2020"))
+    assert v["verdict"] == "author_mismatch"
+    assert "closest: Smith 2020" in v["reason"]
+    v = _verdict(("Lee", "2019"))
+    assert v["verdict"] == "ambiguous"
+    assert v["references"] == [2, 3]
+    assert _verdict(("Park", "2021b"))["references"] == [5]
+    assert _verdict(("Park", "2021"))["verdict"] == "ambiguous"
+
+
+def test_worst_key_wins_in_contract_order():
+    assert _verdict(("Smith", "2020"), ("Smyth", "2020"))["verdict"] == "author_mismatch"
+    assert _verdict(("Smyth", "2020"), ("Smith", "2021"))["verdict"] == "year_mismatch"
+    assert _verdict(("Smith", "2021"), ("Lee", "2019"))["verdict"] == "ambiguous"
+    assert _verdict(("Lee", "2019"), ("Nobody", "2000"))["verdict"] == "missing_reference"
+
+
+def test_two_typos_is_not_a_misspelling():
+    assert _verdict(("Smoth", "2020"))["verdict"] == "author_mismatch"
+    assert _verdict(("Smythe", "2020"))["verdict"] == "missing_reference"
+
+
+def test_numeric_keys():
+    refs = _refs(("A", "2020", 1), ("B", "2020", 2), ("C", "2020", 4))
+    out = verify(
+        [{"text": "[1\u20133]", "keys": [{"number": 1}, {"number": 2}, {"number": 3}]}],
+        refs,
+        "ieee",
+    )[0]
+    assert out["verdict"] == "missing_reference"
+    assert "[3]" in out["reason"]
+    assert out["references"] == [0, 1]
+
+
+def test_chunks_give_the_same_result_as_the_whole():
+    cites = [
+        {"text": str(i), "keys": [{"author": a, "year": y}]}
+        for i, (a, y) in enumerate([("Smith", "2020"), ("Lee", "2019"), ("X", "1")] * 10)
+    ]
+    whole = verify(cites, REFS, "apa")
+    chunks = verify(cites[:7], REFS, "apa") + verify(cites[7:], REFS, "apa")
+    assert whole == chunks
+
+
+def test_matching_is_linear_not_quadratic():
+    def run(n):
+        refs = _refs(*[(f"Author{i}", str(1950 + i % 70), None) for i in range(n)])
+        cites = [
+            {"text": "x", "keys": [{"author": f"Author{i * 7 % n}", "year": str(1950 + i % 70)}]}
+            for i in range(4 * n)
+        ]
+        t = time.perf_counter()
+        verify(cites, refs, "apa")
+        return time.perf_counter() - t
+
+    run(200)  # warm up
+    small, large = run(500), run(5000)
+    assert large < small * 25  # 10x the input; quadratic would be ~100x
