@@ -17,15 +17,16 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections, transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import NoReverseMatch, path, reverse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
-from . import dashboard
+from . import dashboard, pipeline
+from .backstop import record_jobs
 from .models import (
     AnalysisJob,
     AnalysisRun,
@@ -85,13 +86,10 @@ class BigTableAdmin(admin.ModelAdmin):
 
 
 def workflow_url(workflow_id) -> str | None:
-    """The engine admin's page (graph) of a workflow instance, once the engine admin exists."""
+    """The engine admin's page of a workflow instance (its graph), or None without one."""
     if workflow_id is None:
         return None
-    try:
-        return reverse("admin:durable_instance_change", args=[workflow_id])
-    except NoReverseMatch:  # the engine's admin is not installed (or not registered yet)
-        return None
+    return reverse("admin:durable_instance_change", args=[workflow_id])
 
 
 def _run_url(run_id) -> str:
@@ -111,8 +109,6 @@ def record_now(request: HttpRequest, job_ids: list[int]) -> str:
     Jobs that stopped being ghosts meanwhile are left alone by the backstop; the returned
     message says how many were written, claimed or left as they were.
     """
-    from .backstop import record_jobs
-
     results = record_jobs(
         job_ids=list(job_ids),
         source="admin",
@@ -183,13 +179,18 @@ class SavedByFilter(admin.SimpleListFilter):
 
 
 class JobSavedByFilter(SavedByFilter):
-    """On jobs: the saved_by of the run row of the job's run id (a primary-key probe per row)."""
+    """On jobs: jobs whose content a run row holds, by that run's writer.
+
+    ``id IN (SELECT job_id FROM jobs_analysisrun WHERE <writer>)`` becomes a merge semi-join
+    of two backward index scans (jobs' primary key, the runs' job index; the rare legacy
+    writer has its own partial index, run_legacy_job_idx), stopping after one page.
+    """
 
     def queryset(self, request, queryset):
         cond = self._condition()
         if cond is None:
             return queryset
-        return queryset.filter(Exists(AnalysisRun.objects.filter(cond, pk=OuterRef("run_id"))))
+        return queryset.filter(pk__in=AnalysisRun.objects.filter(cond).values("job_id"))
 
 
 class FailedReasonFilter(admin.SimpleListFilter):
@@ -219,6 +220,24 @@ class FailedReasonFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value():
             return queryset.filter(status=JobStatus.FAILED, error__startswith=self.value())
+        return queryset
+
+
+class EventWriterFilter(SavedByFilter):
+    """Diagnostics events by the writer they report (worker, client, or none)."""
+
+    title = "writer"
+    parameter_name = "writer"
+
+    def lookups(self, request, model_admin):
+        return [(SavedBy.WORKER, "Worker"), (SavedBy.CLIENT, "Client"), ("none", "None")]
+
+    def queryset(self, request, queryset):
+        match self.value():
+            case SavedBy.CLIENT | SavedBy.WORKER as value:
+                return queryset.filter(writer=value)
+            case "none":
+                return queryset.filter(writer="")
         return queryset
 
 
@@ -379,8 +398,6 @@ class AnalysisJobAdmin(BigTableAdmin):
         url = workflow_url(obj.workflow_id)
         if url:
             items.append((url, "Workflow instance graph"))
-        elif obj.workflow_id:
-            items.append(("", f"Workflow {obj.workflow_id} (engine admin not installed)"))
         n = JobCitation.objects.filter(job=obj).count()
         items.append(
             (
@@ -408,20 +425,10 @@ class AnalysisJobAdmin(BigTableAdmin):
     @admin.action(description="Record run now (single writer, as worker)", permissions=["change"])
     def record_run_now(self, request: HttpRequest, queryset: QuerySet) -> None:
         ids = list(queryset.values_list("pk", flat=True))
-        try:
-            text = record_now(request, ids)
-        except ImportError:
-            self.message_user(request, "The run backstop is not installed.", messages.ERROR)
-            return
-        self.message_user(request, text, messages.SUCCESS)
+        self.message_user(request, record_now(request, ids), messages.SUCCESS)
 
     @admin.action(description="Re-queue failed jobs (new job, same run)", permissions=["change"])
     def requeue_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
-        try:
-            from .pipeline import requeue
-        except ImportError:
-            self.message_user(request, "The pipeline is not installed.", messages.ERROR)
-            return
         failed = list(queryset.filter(status=JobStatus.FAILED, deleted_at__isnull=True))
         skipped = queryset.count() - len(failed)
         new_ids, errors = [], []
@@ -429,7 +436,7 @@ class AnalysisJobAdmin(BigTableAdmin):
             try:
                 # One transaction per job: one bad job neither blocks nor undoes the others.
                 with transaction.atomic():
-                    new_ids.append(requeue(job).pk)
+                    new_ids.append(pipeline.requeue(job).pk)
             except Exception as exc:  # reported to the operator, the others proceed
                 errors.append(f"#{job.pk}: {exc}")
         if new_ids:
@@ -522,12 +529,7 @@ class AnalysisJobAdmin(BigTableAdmin):
                 request, "No ghost was selected: nothing was recorded.", messages.WARNING
             )
             return HttpResponseRedirect(back)
-        try:
-            text = record_now(request, ids)
-        except ImportError:
-            self.message_user(request, "The run backstop is not installed.", messages.ERROR)
-        else:
-            self.message_user(request, text, messages.SUCCESS)
+        self.message_user(request, record_now(request, ids), messages.SUCCESS)
         return HttpResponseRedirect(back)
 
 
@@ -634,7 +636,9 @@ class RunEventAdmin(BigTableAdmin):
         "lag",
         "sweeper",
     ]
-    list_filter = ["kind", "writer"]
+    # Both filters list fixed choices: a "writer" field filter would run SELECT DISTINCT
+    # writer over every event to build its options.
+    list_filter = ["kind", EventWriterFilter]
     search_fields = ["sweeper"]
     # Ids follow creation; "-created_at" alone has no index (kind leads runevent_kind_time_idx).
     ordering = ["-id"]

@@ -10,6 +10,14 @@ from django.utils import timezone
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent, SweeperHeartbeat
 
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The shared user fixtures hash real passwords; PBKDF2's deliberate slowness would be most
+    # of these tests' time. Autouse fixtures run first, so the users below are made with MD5.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 NOW = datetime(2026, 6, 10, 12, 20, tzinfo=UTC)
 
 
@@ -54,7 +62,7 @@ def place_job(make_job):
 
 @pytest.fixture
 def make_run():
-    """A run row holding ``job`` (prepared directly: these tests read runs, they don't write them)."""
+    """A run row holding ``job``, prepared directly: these tests read runs, not write them."""
 
     def make(job: AnalysisJob, *, saved_by: str | None = "client", saved_at=None, **fields):
         run = AnalysisRun.objects.create(

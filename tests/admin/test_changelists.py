@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from jobs.admin import CheapPaginator, workflow_url
-from jobs.models import AnalysisJob, AnalysisRun, JobCitation, JobStatus, RunEventKind
+from jobs.models import AnalysisJob, AnalysisRun, JobCitation, JobStatus, RunEvent, RunEventKind
 
 pytestmark = pytest.mark.django_db
 
@@ -218,6 +218,10 @@ def test_events_list_filters_by_kind(staff_client, event, make_job, now):
     job = make_job()
     recorded = event(RunEventKind.RECORDED, now, lag=42, job=job, run_id=job.run_id)
     event(RunEventKind.TRIMMED, now)
+    trimmed = RunEvent.objects.get(kind=RunEventKind.TRIMMED)
+    RunEvent.objects.filter(pk=trimmed.pk).update(writer="")
+    assert listed_ids(staff_client.get(f"{EVENTS}?writer=none")) == {trimmed.pk}
+    assert listed_ids(staff_client.get(f"{EVENTS}?writer=worker")) == {recorded.pk}
     response = staff_client.get(f"{EVENTS}?kind__exact=recorded")
     assert listed_ids(response) == {recorded.pk}
     html = response.content.decode()
