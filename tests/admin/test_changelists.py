@@ -271,3 +271,8 @@ def test_job_page_links_the_workflow_instance_graph(staff_client, make_job):
 def test_workflow_url_of_no_instance_is_none():
     assert workflow_url(None) is None
     assert workflow_url(uuid.uuid4()).startswith("/admin/durable/instance/")
+
+
+def test_job_list_links_the_dashboard(staff_client):
+    html = staff_client.get(JOBS).content.decode()
+    assert reverse("admin:jobs_analysisjob_dashboard") in html
