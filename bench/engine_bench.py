@@ -23,8 +23,9 @@ and waits until they have all exited and the queue is empty. Figures:
   worker processes (``ru_utime + ru_stime``) and of their PostgreSQL backends (sampled from
   ``/proc/<pid>/stat`` every 0.1 s, so a backend's last < 0.1 s may be missed).
 
-The engine runs from ``git archive HEAD`` by default (``--engine-src head``), so an engineer's
-uncommitted work in the tree is never measured; ``--engine-src tree`` uses the working tree.
+The engine runs from ``git archive HEAD``, exported when its first case starts (so a long run
+measures the engine as committed by then, never an engineer's uncommitted work in the tree);
+``--engine-src tree`` uses the working tree instead. Repeats alternate the peers' order.
 
 Usage::
 
@@ -701,7 +702,7 @@ def ratio_lines(summaries: dict[tuple[str, int], Summary], worker_counts: list[i
     return lines
 
 
-def environment_lines(engine_cwd: Path, engine_src: str) -> list[str]:
+def environment_lines(engine_source: str) -> list[str]:
     with admin_conn() as conn:
         row = conn.execute("SHOW server_version").fetchone()
         settings = conn.execute(
@@ -714,28 +715,17 @@ def environment_lines(engine_cwd: Path, engine_src: str) -> list[str]:
             versions.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{dist} (not installed)")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--", "jobs/durable", "jobs/management"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    if engine_src == "head":
-        source = f"engine code: `git archive` of main at {commit}"
-    else:
-        source = f"engine code: working tree at {commit}" + (
-            " (with uncommitted engine changes)" if dirty else ""
-        )
     return [
         f"machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
         f"PostgreSQL {row[0] if row else '?'} at 127.0.0.1:5432, stock settings: "
         + ", ".join(f"{n}={s}" for n, s in settings),
         "packages: " + ", ".join(versions),
-        source,
+        f"engine code: {engine_source or 'not run'}",
     ]
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def export_head(dest: Path) -> None:
@@ -775,10 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = dt.datetime.now(dt.UTC)
     with tempfile.TemporaryDirectory(prefix="acurio-bench-src-") as src:
-        engine_cwd = ROOT
-        if args.engine_src == "head" and "engine" in wanted:
-            engine_cwd = Path(src)
-            export_head(engine_cwd)
+        engine_cwd = Path(src) if args.engine_src == "head" else ROOT
         peers = build_peers(engine_cwd, args.engine_concurrency)
         unknown = set(wanted) - set(peers)
         if unknown:
@@ -788,7 +775,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"logs: {logdir}", flush=True)
 
         skipped: dict[str, str] = {}
-        for key, peer in peers.items():
+        prepared: set[str] = set()
+        engine_source = ""
+
+        def set_up(key: str, peer: Peer) -> None:
+            """Prepare a peer's database just before its first case (the engine is exported
+            from main then, so a run started earlier measures the engine as it is by then)."""
+            nonlocal engine_source
+            prepared.add(key)
+            if key == "engine":
+                if args.engine_src == "head":
+                    export_head(engine_cwd)
+                    engine_source = (
+                        f"`git archive` of main at {_git('rev-parse', '--short', 'HEAD')}"
+                    )
+                else:
+                    dirty = _git("status", "--porcelain", "--", "jobs/durable")
+                    engine_source = f"working tree at {_git('rev-parse', '--short', 'HEAD')}" + (
+                        " with uncommitted engine changes" if dirty else ""
+                    )
+                engine_source += f", taken {dt.datetime.now(dt.UTC):%H:%M:%S} UTC"
             why = peer.unavailable()
             if why is None:
                 try:
@@ -798,13 +804,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             if why:
                 skipped[key] = why
                 print(f"{key}: skipped: {why}", flush=True)
-        env_lines = environment_lines(engine_cwd, args.engine_src)
 
         results: list[CaseResult] = []
-        # Repeats are interleaved (every case once, then every case again) so that a burst of
-        # load from someone else's tests hits one run of a case, not all of them.
+        # Repeats alternate the order (A B C D, then D C B A, ...) so that drift in the load
+        # from other people's work on this machine does not always favour the same peer, and
+        # a run cut short still has the later peers of the first pass measured a second time.
         for repeat in range(1, args.repeats + 1):
-            for key, peer in peers.items():
+            order = list(peers.items())
+            if repeat % 2 == 0:
+                order.reverse()
+            for key, peer in order:
+                if key not in prepared:
+                    set_up(key, peer)
                 if key in skipped:
                     continue
                 for workers in worker_counts:
@@ -824,7 +835,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 command,
                                 started,
                                 dt.datetime.now(dt.UTC),
-                                env_lines,
+                                environment_lines(engine_source),
                                 partial=True,
                             ),
                         )
@@ -834,12 +845,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                             f"{r.steps_per_s:8,.0f} steps/s {r.jobs_per_s:8,.0f} jobs/s "
                             f"drain {r.span_s:6.2f}s wall {r.wall_s:6.2f}s "
                             f"rss {r.peak_rss_mib:5.1f}MiB cpu {r.worker_cpu_ms_per_step:.2f}"
-                            f"+{r.pg_cpu_ms_per_step:.2f}ms/step"
+                            f"+{r.pg_cpu_ms_per_step:.2f}ms/step "
+                            f"{r.commits_per_step:.2f} commits/step load {r.load}"
                             if r.ok
                             else f"FAILED: {r.error}"
                         ),
                         flush=True,
                     )
+        env_lines = environment_lines(engine_source)
     finished = dt.datetime.now(dt.UTC)
     body = render(peers, results, skipped, worker_counts, command, started, finished, env_lines)
     print()
