@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -47,8 +48,25 @@ STEP_COLUMNS = (
     " chunk_index, chunk"
 )
 UNFINISHED_INSTANCE = ("pending", "running")
+# Kinds a worker may chain into (run right after the step whose checkpoint created them).
+CHAINABLE = frozenset({"task", "sql"})
 DEFAULT_BACKOFF = 1.0  # seconds before the first retry; doubles per attempt
 DEFAULT_BACKOFF_CAP = 300.0  # no retry waits longer than this
+
+
+def execute_prepared(sql: str, params: Any) -> list[tuple]:
+    """Run a hot statement as a server-side prepared statement on Django's connection.
+
+    Django's cursors bind parameters client-side, so PostgreSQL would plan every claim and
+    checkpoint afresh (planning costs as much as executing these one-row statements). A
+    psycopg server-binding cursor on the same connection joins the same transaction; errors
+    are wrapped into Django's exceptions as with any Django cursor. Returns the rows (an empty
+    list for a statement without any).
+    """
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchall() if cursor.description is not None else []
 
 
 class Fenced(DurableError):
@@ -152,10 +170,23 @@ def backoff_delay(attempt: int, opts: dict[str, Any]) -> float:
 class Txn:
     """The engine's transitions inside one database transaction (see the module docstring)."""
 
-    def __init__(self, graph: Graph, now: datetime | None = None) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        now: datetime | None = None,
+        *,
+        chain_owner: str = "",
+        lease_seconds: float = 0,
+    ) -> None:
         self.graph = graph
         self.now = now or timezone.now()
         self.notify = False
+        # Chaining: a worker checkpointing a step may take the next ready task/sql step of
+        # the same instance at once (inserted already claimed under its lease), saving a
+        # claim and a wake-up per step of a sequence. At most one per transaction.
+        self.chain_owner = chain_owner
+        self.lease_seconds = lease_seconds
+        self.chained: StepRow | None = None
 
     # --- creating steps -------------------------------------------------------------------
     def activate(
@@ -187,34 +218,41 @@ class Txn:
         """Insert one step row; a ready step makes this transaction send a NOTIFY."""
         key = self.child_key(node, parent, chunk_index)
         max_attempts = int(node.get("opts", {}).get("max_attempts", settings.ACURIO_MAX_ATTEMPTS))
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO durable_step (instance_id, parent_id, key, node_id, kind, name,"
-                " status, attempts, max_attempts, run_at, lease_owner, remaining, chunk_index,"
-                " chunk, error, created_at, started_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, 0, %s, %s, '', %s, %s, %s::jsonb, '', %s, %s)"
-                " RETURNING id",
-                [
-                    self.graph.instance_id,
-                    parent.id if parent else None,
-                    key,
-                    node["id"],
-                    node["kind"],
-                    node.get("name", ""),
-                    status,
-                    max_attempts,
-                    run_at,
-                    remaining,
-                    chunk_index,
-                    None if chunk is None else json.dumps(chunk),
-                    self.now,
-                    self.now if status == "running" else None,
-                ],
-            )
-            step_id = cursor.fetchone()[0]
-        if status == "ready" and run_at is not None and run_at <= self.now:
+        due = status == "ready" and run_at is not None and run_at <= self.now
+        attempts, lease_owner, lease_expires_at = 0, "", None
+        if due and self.chain_owner and self.chained is None and node["kind"] in CHAINABLE:
+            status, attempts, lease_owner = "running", 1, self.chain_owner
+            lease_expires_at = self.now + timedelta(seconds=self.lease_seconds)
+            due = False
+        step_id = execute_prepared(
+            "INSERT INTO durable_step (instance_id, parent_id, key, node_id, kind, name,"
+            " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
+            " chunk_index, chunk, error, created_at, started_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, '', %s, %s)"
+            " RETURNING id",
+            [
+                self.graph.instance_id,
+                parent.id if parent else None,
+                key,
+                node["id"],
+                node["kind"],
+                node.get("name", ""),
+                status,
+                attempts,
+                max_attempts,
+                run_at,
+                lease_owner,
+                lease_expires_at,
+                remaining,
+                chunk_index,
+                None if chunk is None else json.dumps(chunk),
+                self.now,
+                self.now if status == "running" else None,
+            ],
+        )[0][0]
+        if due:
             self.notify = True
-        return StepRow(
+        row = StepRow(
             step_id,
             self.graph.instance_id,
             parent.id if parent else None,
@@ -223,11 +261,14 @@ class Txn:
             node["kind"],
             node.get("name", ""),
             status,
-            0,
+            attempts,
             max_attempts,
             chunk_index,
             chunk,
         )
+        if lease_owner:
+            self.chained = row
+        return row
 
     def insert_ready_children(
         self, node: dict[str, Any], parent: StepRow, chunks: list[tuple[int, Any]]
@@ -321,16 +362,19 @@ class Txn:
 
             break_loop(self, step, output)
             return
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
-                " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
-                " WHERE id = %s AND status = 'running' AND attempts = %s",
-                [to_json(output), self.now, step.id, step.attempts],
-            )
-            if cursor.rowcount != 1:
-                raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
-        self.advance(step, output)
+        # One round trip: the fenced UPDATE, and the parent row the graph advances through.
+        rows = execute_prepared(
+            "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
+            " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
+            " WHERE id = %s AND status = 'running' AND attempts = %s RETURNING parent_id)"
+            f" SELECT {', '.join('p.' + c.strip() for c in STEP_COLUMNS.split(','))}"
+            " FROM done LEFT JOIN durable_step AS p ON p.id = done.parent_id",
+            [to_json(output), self.now, step.id, step.attempts],
+        )
+        if not rows:
+            raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
+        parent = None if rows[0][0] is None else StepRow.from_row(rows[0])
+        self.advance(step, output, parent=parent)
 
     def complete(self, step: StepRow, output: Any) -> None:
         """Complete a composite step (no claim to fence) and advance the graph."""
@@ -344,8 +388,11 @@ class Txn:
                 return  # cancelled meanwhile: nothing more to advance
         self.advance(step, output)
 
-    def advance(self, step: StepRow, output: Any) -> None:
-        """A step completed: tell its parent's kind, or finish the instance at the root."""
+    def advance(self, step: StepRow, output: Any, *, parent: StepRow | None = None) -> None:
+        """A step completed: tell its parent's kind, or finish the instance at the root.
+
+        ``parent``: the parent's row when the caller already read it.
+        """
         if step.parent_id is None:
             with connection.cursor() as cursor:
                 cursor.execute(
@@ -356,7 +403,8 @@ class Txn:
             return
         from jobs.durable.kinds import get_kind
 
-        parent = self.load_step(step.parent_id)
+        if parent is None:
+            parent = self.load_step(step.parent_id)
         if parent.status != "running":
             return
         node = self.graph.nodes[parent.node_id]

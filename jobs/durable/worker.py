@@ -14,6 +14,11 @@ One step, on Django's default connection (kept open for the worker's whole life)
    then the graph advances (next step inserted ready, ``NOTIFY`` sent). If the fence finds
    nothing, the claim was lost (lease recovered and reclaimed, instance cancelled): the whole
    transaction rolls back, the task's writes with it. So each database step commits once.
+   *Chaining*: when the checkpoint activates a next task/sql step that is due now (the next
+   step of a sequence), it inserts it already claimed by this worker (attempt 1, leased), and
+   the worker runs it straight away: no claim statement, no wake-up, for each step after the
+   first. It is an ordinary leased claim, so a crash leaves it to lease recovery; a draining
+   worker puts it back to ready. ``Worker(chain=False)`` turns it off (step-by-step tests).
 3. **Failure** — the transaction rolls back; a second short transaction records the error and
    either schedules the retry (exponential backoff with jitter) or fails the step and the
    instance (PermanentError, or attempts used up), also fenced.
@@ -55,6 +60,7 @@ from jobs.durable.engine import (
     StepRow,
     Txn,
     backoff_delay,
+    execute_prepared,
     load_graph,
     node_label,
 )
@@ -139,6 +145,7 @@ class Worker:
         lease_seconds: float | None = None,
         worker_id: str | None = None,
         clock: Callable[[], datetime] = timezone.now,
+        chain: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -150,8 +157,11 @@ class Worker:
         self.lease_seconds = float(lease_seconds or settings.ACURIO_LEASE_SECONDS)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.clock = clock
+        self.chain = chain
+        self._local = threading.local()
         self.shutdown = False
-        self.steps_run = 0
+        self.steps_run = 0  # steps completed
+        self.steps_executed = 0  # attempts run, whatever their outcome
         self._lock = threading.Lock()
         # step id -> time after which the heartbeat stops renewing it (its timeout), or None
         self._active: dict[int, datetime | None] = {}
@@ -162,17 +172,15 @@ class Worker:
     def claim(self, limit: int = 1, now: datetime | None = None) -> list[StepRow]:
         """Claim up to ``limit`` ready steps (one short autocommit statement)."""
         now = now or self.clock()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _CLAIM_SQL,
-                {
-                    "now": now,
-                    "limit": limit,
-                    "owner": self.worker_id,
-                    "expires": now + timedelta(seconds=self.lease_seconds),
-                },
-            )
-            rows = cursor.fetchall()
+        rows = execute_prepared(
+            _CLAIM_SQL,
+            {
+                "now": now,
+                "limit": limit,
+                "owner": self.worker_id,
+                "expires": now + timedelta(seconds=self.lease_seconds),
+            },
+        )
         steps = []
         for row in rows:
             step = StepRow.from_row(row)
@@ -200,12 +208,17 @@ class Worker:
                 [now, step.instance_id],
             )
 
-    def execute(self, step: StepRow) -> str:
+    def execute(self, step: StepRow, *, chain: bool = False) -> str:
         """Run one claimed step and checkpoint it. Returns what happened:
 
         ``completed``, ``retry`` (error recorded, retry scheduled), ``failed`` (step and
         instance failed), or ``fenced`` (the claim was lost; nothing of this attempt remains).
+
+        With ``chain``, the checkpoint may claim the instance's next task/sql step for this
+        worker at once (see ``Txn.chained``); it is left in ``self._local.chained`` for
+        :meth:`run_one`, which runs it next.
         """
+        self.steps_executed += 1
         graph = load_graph(step.instance_id)
         node = graph.nodes[step.node_id]
         kind = get_kind(node["kind"])
@@ -229,14 +242,14 @@ class Worker:
                             self._statement_timeout(timeout)
                         output = kind.execute(ctx, node)
                         self._check_timeout(timeout, started)
-                        txn = Txn(graph, self.clock())
+                        txn = self._txn(graph, chain)
                         txn.checkpoint(step, output)
                         txn.flush()
                 else:
                     output = kind.execute(ctx, node)
                     self._check_timeout(timeout, started)
                     with transaction.atomic():
-                        txn = Txn(graph, self.clock())
+                        txn = self._txn(graph, chain)
                         txn.checkpoint(step, output)
                         txn.flush()
             except Fenced:
@@ -249,10 +262,18 @@ class Worker:
                     raise ConnectionLost(step) from exc
                 return self._record_failure(step, node, exc)
             self.steps_run += 1
+            self._local.chained = txn.chained
             return "completed"
         finally:
             with self._lock:
                 self._active.pop(step.id, None)
+
+    def _txn(self, graph: Any, chain: bool) -> Txn:
+        if chain:
+            return Txn(
+                graph, self.clock(), chain_owner=self.worker_id, lease_seconds=self.lease_seconds
+            )
+        return Txn(graph, self.clock())
 
     def _statement_timeout(self, timeout: float) -> None:
         with connection.cursor() as cursor:
@@ -306,15 +327,24 @@ class Worker:
         """Claim and run one step; True if there was one."""
         steps = self.claim(1)
         for step in steps:
-            self.execute(step)
+            self._local.chained = None
+            self.execute(step, chain=self.chain)
+            # Run what the checkpoint chained (the next step of a sequence), unless draining.
+            while (chained := self._local.chained) is not None:
+                self._local.chained = None
+                if self.shutdown:
+                    self.release(chained)
+                    break
+                self.execute(chained, chain=True)
         return bool(steps)
 
     def drain(self, max_steps: int | None = None) -> int:
         """Run steps in this thread until none is ready (tests, ``--once``). Returns the count."""
-        count = 0
-        while not self.shutdown and (max_steps is None or count < max_steps) and self.run_one():
-            count += 1
-        return count
+        before = self.steps_executed
+        while not self.shutdown and (max_steps is None or self.steps_executed - before < max_steps):
+            if not self.run_one():
+                break
+        return self.steps_executed - before
 
     def renewable(self, now: datetime) -> list[int]:
         """Ids of running steps whose lease the heartbeat should renew (not past timeout)."""

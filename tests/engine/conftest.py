@@ -41,7 +41,7 @@ def rows(tag: str | None = None) -> list[tuple]:
 
 @pytest.fixture
 def worker():
-    return Worker(worker_id="test-worker", lease_seconds=30)
+    return Worker(worker_id="test-worker", lease_seconds=30, chain=False)
 
 
 def db_url() -> str:

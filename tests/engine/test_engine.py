@@ -366,7 +366,7 @@ def test_a_step_running_when_cancelled_never_checkpoints(worker):
 def test_expired_lease_is_recovered_and_resumes_from_the_last_checkpoint():
     with time_machine.travel("2026-01-05 10:00:00Z", tick=False) as clock:
         iid = start(t("record") >> t("record"))
-        first = Worker(worker_id="w1", lease_seconds=10)
+        first = Worker(worker_id="w1", lease_seconds=10, chain=False)
         first.run_one()  # step 1 checkpointed
         lost = first.claim()[0]  # step 2 claimed, then the worker "dies"
         clock.shift(9)
@@ -459,3 +459,46 @@ def test_instance_finishes_on_its_stored_graph_after_the_definition_changes(work
         steps_module.version_a = original
     assert status(iid) == "completed" and result(iid) == "b"
     assert sorted(r[1] for r in rows()) == ["a", "b"]
+
+
+# --- chaining ---------------------------------------------------------------------------------
+def test_worker_chains_into_the_next_step_of_a_sequence_without_claiming_it():
+    iid = start(t("record") >> t("record") >> t("record"))
+    worker = Worker(worker_id="chainer")
+    assert worker.run_one()
+    assert status(iid) == "completed", "one claim ran the whole sequence"
+    assert {s.attempts for s in steps_of(iid) if s.kind == "task"} == {1}
+    assert len(rows()) == 3
+
+
+def test_a_chained_step_is_an_ordinary_leased_claim():
+    with time_machine.travel("2026-01-05 10:00:00Z", tick=False) as clock:
+        iid = start(t("record") >> t("record"))
+        worker = Worker(worker_id="chainer", lease_seconds=10)
+        first = worker.claim()[0]
+        assert worker.execute(first, chain=True) == "completed"
+        chained = worker._local.chained
+        step = Step.objects.get(pk=chained.id)
+        assert (step.status, step.attempts, step.lease_owner) == ("running", 1, "chainer")
+        # the worker dies before running it: lease recovery hands it to another worker
+        clock.shift(11)
+        assert recover_expired_leases() == 1
+        assert Worker(worker_id="other").drain() == 1
+    assert status(iid) == "completed" and len(rows()) == 2
+
+
+def test_draining_worker_puts_its_chained_step_back():
+    iid = start(t("record") >> t("record"))
+    worker = Worker(worker_id="drainer")
+    original = worker.execute
+
+    def execute_then_signal(step, chain=False):
+        outcome = original(step, chain=chain)
+        worker.shutdown = True  # SIGTERM arrives during the first step
+        return outcome
+
+    worker.execute = execute_then_signal
+    assert worker.run_one()
+    second = Step.objects.get(instance_id=iid, node_id=2)
+    assert (second.status, second.lease_owner) == ("ready", "")
+    assert status(iid) == "running"
