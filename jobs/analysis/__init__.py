@@ -36,6 +36,7 @@ __all__ = [
     "extract",
     "load_library",
     "parse",
+    "references_of",
     "verify",
 ]
 
