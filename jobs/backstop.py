@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.judge import JudgeError, judge_run
+from jobs.judge import judge_runs
 from jobs.models import AnalysisJob, RunEvent, SavedBy
 from jobs.persistence import SaveResult, save_run
 
@@ -64,17 +64,18 @@ def record_jobs(
         for pk, _run_id, finished_at in sorted(picked, key=lambda row: (str(row[1]), row[0])):
             recorded.append((save_run(pk, SavedBy.WORKER), finished_at))
     # The locks are released: now the slow part.
+    written = [
+        (result, finished_at) for result, finished_at in recorded if result.action == "write"
+    ]
+    # (A no-op here means the job was covered meanwhile: a newer job's run, or the tab came back.)
+    judgments, failures = judge_runs(result.run_id for result, _ in written)
+    for run_id, exc in failures.items():
+        # The run is recorded; the judge backstop retries it on a later sweep.
+        logger.warning("judge failed for run %s: %s", run_id, exc)
     now = timezone.now()
     events = []
-    for result, finished_at in recorded:
-        if result.action != "write":
-            continue  # covered meanwhile (a newer job's run, or the tab came back)
-        judgment = None
-        try:
-            judgment = judge_run(result.run_id)
-        except JudgeError as exc:
-            # The run is recorded; the judge backstop retries it on a later sweep.
-            logger.warning("judge failed for run %s: %s", result.run_id, exc)
+    for result, finished_at in written:
+        judgment = judgments.get(result.run_id)
         lag = (now - finished_at).total_seconds() if finished_at else None
         logger.info(
             "run_recorded job=%s run=%s writer=%s lag_seconds=%s source=%s sweeper=%s score=%s",

@@ -38,11 +38,13 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
 import httpx
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from jobs.models import AnalysisRun, JobStatus
@@ -337,6 +339,74 @@ def remote_judgment(run: AnalysisRun, baseline: dict) -> dict:
 
 # --- storing ------------------------------------------------------------------------------
 
+# The body (doc_html, megabytes) is not needed to judge: it stays in TOAST.
+_JUDGE_FIELDS = ("id", "job_id", "document", "status", "report", "error")
+
+# One statement stores many judgments; each lands only if the run still holds the job judged.
+_STORE_SQL = f"""
+UPDATE {AnalysisRun._meta.db_table} AS r
+SET judgment = v.judgment, judged_job_id = v.job_id, judged_at = %s
+FROM jsonb_to_recordset(%s::jsonb) AS v(id uuid, job_id bigint, judgment jsonb)
+WHERE r.id = v.id AND r.job_id = v.job_id
+"""
+
+
+def _assess(run: AnalysisRun) -> dict:
+    judgment = builtin_judgment(run.report or {}, status=run.status, error=run.error)
+    if settings.ACURIO_JUDGE_URL and run.status == JobStatus.COMPLETE:
+        remote = remote_judgment(run, judgment)
+        judgment = {**judgment, **remote, "rating": _rating(remote["score"])}
+    judgment["job_id"] = run.job_id
+    return judgment
+
+
+def _store(runs: list[AnalysisRun], judgments: dict) -> int:
+    rows = [
+        {"id": str(r.pk), "job_id": r.job_id, "judgment": judgments[r.pk]}
+        for r in runs
+        if r.pk in judgments
+    ]
+    if not rows:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(_STORE_SQL, [timezone.now(), json.dumps(rows)])
+        stored = cursor.rowcount
+    if stored < len(rows):
+        # A newer job's content arrived while we judged; it is judged on its own turn.
+        logger.info(
+            "judge: %d of %d runs moved to a newer job while judged", len(rows) - stored, len(rows)
+        )
+    return stored
+
+
+def judge_runs(
+    run_ids: Iterable[UUID | str], *, should_stop: Callable[[], bool] | None = None
+) -> tuple[dict[UUID, dict], dict[UUID, JudgeError]]:
+    """Judge several runs; return (judgments, failures), both keyed by run id.
+
+    The built-in judge stores all judgments in one statement; with a remote judge each is
+    stored as soon as it is back, so a crash loses at most the call in flight. Unknown run ids
+    are left out of both. ``should_stop`` is asked before each remote call (a draining sweeper
+    leaves the rest to a later sweep).
+    """
+    runs = list(AnalysisRun.objects.only(*_JUDGE_FIELDS).filter(pk__in=list(run_ids)))
+    judgments: dict[UUID, dict] = {}
+    failures: dict[UUID, JudgeError] = {}
+    remote = bool(settings.ACURIO_JUDGE_URL)
+    for run in runs:
+        if remote and should_stop is not None and should_stop():
+            break
+        try:
+            judgments[run.pk] = _assess(run)
+        except JudgeError as exc:
+            failures[run.pk] = exc
+            continue
+        if remote:
+            _store([run], judgments)
+    if not remote:
+        _store(runs, judgments)
+    return judgments, failures
+
 
 def judge_run(run_id: UUID | str) -> dict:
     """Judge the run's current content and store the judgment on it; return the judgment.
@@ -344,22 +414,9 @@ def judge_run(run_id: UUID | str) -> dict:
     Raises ``AnalysisRun.DoesNotExist`` for an unknown run and ``JudgeError`` when the remote
     judge fails (nothing stored; the judge backstop tries again on a later sweep).
     """
-    # The body (doc_html, megabytes) is not needed to judge: leave it in TOAST.
-    run = AnalysisRun.objects.only("id", "job_id", "document", "status", "report", "error").get(
-        pk=run_id
-    )
-    baseline = builtin_judgment(run.report or {}, status=run.status, error=run.error)
-    judgment = baseline
-    if settings.ACURIO_JUDGE_URL and run.status == JobStatus.COMPLETE:
-        remote = remote_judgment(run, baseline)
-        judgment = {**baseline, **remote, "rating": _rating(remote["score"])}
-    judgment["job_id"] = run.job_id
-    stored = AnalysisRun.objects.filter(pk=run.pk, job_id=run.job_id).update(
-        judgment=judgment, judged_job_id=run.job_id, judged_at=timezone.now()
-    )
-    if not stored:
-        # A newer job's content arrived while we judged; it is judged on its own turn.
-        logger.info("judge: run %s moved past job %s while judging", run.pk, run.job_id)
+    run = AnalysisRun.objects.only(*_JUDGE_FIELDS).get(pk=run_id)
+    judgment = _assess(run)
+    _store([run], {run.pk: judgment})
     return judgment
 
 

@@ -25,6 +25,7 @@ where it is NULL, so it stays as small as the set of true ghosts.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
@@ -141,6 +142,25 @@ FROM job LEFT JOIN up ON true
 """
 
 
+# Planning this statement costs several times its execution, and every save plans it anew
+# (Django binds parameters client-side, so psycopg never prepares it). A server-side prepared
+# statement, created once per database session, is planned once: about 3x faster per save on
+# the benchmark machine. PREPARE survives a rolled-back transaction, so once is enough.
+_PREPARED_NAME = "acurio_save_run"
+_PREPARE_SQL = f"PREPARE {_PREPARED_NAME}(bigint, text, timestamptz) AS " + (
+    _SAVE_SQL.replace("%(job_id)s", "$1").replace("%(saved_by)s", "$2").replace("%(now)s", "$3")
+).replace("%%", "%")
+_EXECUTE_SQL = f"EXECUTE {_PREPARED_NAME}(%s, %s, %s)"
+_prepared_on: weakref.WeakSet = weakref.WeakSet()  # raw psycopg connections
+
+
+def _prepare(cursor) -> None:
+    raw = connection.connection
+    if raw not in _prepared_on:
+        cursor.execute(_PREPARE_SQL)
+        _prepared_on.add(raw)
+
+
 def save_run(job_id: int, saved_by: str) -> SaveResult:
     """Save the run of terminal job ``job_id`` as ``saved_by`` ('client' or 'worker').
 
@@ -151,7 +171,8 @@ def save_run(job_id: int, saved_by: str) -> SaveResult:
     if saved_by not in SavedBy.values:
         raise ValueError(f"saved_by must be one of {SavedBy.values}, not {saved_by!r}")
     with connection.cursor() as cursor:
-        cursor.execute(_SAVE_SQL, {"job_id": job_id, "saved_by": saved_by, "now": timezone.now()})
+        _prepare(cursor)
+        cursor.execute(_EXECUTE_SQL, [job_id, saved_by, timezone.now()])
         row = cursor.fetchone()
     if row is None:
         raise JobNotFound(f"analysis job {job_id} does not exist")

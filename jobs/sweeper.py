@@ -33,7 +33,7 @@ from django.db import close_old_connections, connection, connections
 from django.utils import timezone
 
 from jobs.backstop import record_jobs
-from jobs.judge import JudgeError, judge_run
+from jobs.judge import judge_runs
 from jobs.models import AnalysisJob, AnalysisRun, RunEvent, SweeperHeartbeat
 
 logger = logging.getLogger(__name__)
@@ -216,17 +216,11 @@ class Sweeper:
             .order_by("saved_at")
             .values_list("pk", flat=True)[: limit or self.batch]
         )
+        judgments, failures = judge_runs(run_ids, should_stop=self.shutdown.is_set)
+        for run_id, exc in failures.items():
+            logger.warning("judge backstop: run %s not judged: %s", run_id, exc)
         judged = []
-        for run_id in run_ids:
-            if self.shutdown.is_set():
-                break
-            try:
-                judgment = judge_run(run_id)
-            except AnalysisRun.DoesNotExist:
-                continue
-            except JudgeError as exc:
-                logger.warning("judge backstop: run %s not judged: %s", run_id, exc)
-                continue
+        for run_id, judgment in judgments.items():
             judged.append(
                 RunEvent(
                     kind=RunEvent.Kind.JUDGED,

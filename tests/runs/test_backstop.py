@@ -11,7 +11,7 @@ import time_machine
 from django.db import connection
 from django.utils import timezone
 
-from jobs import backstop
+from jobs import judge
 from jobs.backstop import record_jobs
 from jobs.judge import JudgeError
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent
@@ -140,10 +140,10 @@ def test_record_now_records_the_given_ghosts_only(make_job):
 
 @pytest.mark.django_db
 def test_judge_failure_leaves_run_recorded_for_the_judge_backstop(make_job, monkeypatch):
-    def broken(run_id):
+    def broken(run):
         raise JudgeError("judge endpoint failed after 4 attempts: HTTP 503")
 
-    monkeypatch.setattr(backstop, "judge_run", broken)
+    monkeypatch.setattr(judge, "_assess", broken)
     job = make_job()
     [result] = record_jobs([job.pk])
     assert result.action == "write"
