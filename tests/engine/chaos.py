@@ -2,8 +2,9 @@
 
 Run as ``python -m tests.engine.chaos --workers 3 --timeout 150`` with ``DATABASE_URL`` set.
 The parent sets Django up once, then forks each worker (cheap, so hundreds of kills fit in
-a test). At random moments (every 20-60 ms) it SIGKILLs a random worker and forks a
-replacement; every 0.25 s it plays the sweeper and calls ``recover_expired_leases()``. When no
+a test). At random moments (every ``--min-interval``..``--max-interval`` s, faster while
+behind the pace ``--min-kills`` needs) it SIGKILLs a random worker and forks a replacement;
+every 0.1 s it plays the sweeper and calls ``recover_expired_leases()``. When no
 instance is unfinished it sends SIGTERM to the survivors and prints one JSON line of figures.
 """
 
@@ -27,6 +28,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=150)
     parser.add_argument("--min-interval", type=float, default=0.02)
     parser.add_argument("--max-interval", type=float, default=0.06)
+    parser.add_argument(
+        "--min-kills",
+        type=int,
+        default=0,
+        help="kill faster while behind a pace that reaches this many kills by the end",
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acurio.settings")
@@ -59,10 +66,14 @@ def main() -> int:
 
     children = {spawn() for _ in range(args.workers)}
     kills = crashes = 0
+    killed: set[int] = set()
     started = time.monotonic()
     next_kill = started + random.uniform(args.min_interval, args.max_interval)
     next_sweep = started
     recovered = 0
+    total = Instance.objects.count() or 1
+    progress = 0.0
+    last_kill = started
     while True:
         now = time.monotonic()
         if now - started > args.timeout:
@@ -70,16 +81,21 @@ def main() -> int:
             break
         if now >= next_sweep:
             recovered += recover_expired_leases()
-            if not Instance.objects.unfinished().exists():
+            left = Instance.objects.unfinished().count()
+            if not left:
                 break
-            next_sweep = now + 0.25
-        if now >= next_kill:
+            # The share of the work done, so kills can keep pace with it on any machine.
+            progress = 1 - left / total
+            next_sweep = now + 0.1
+        behind = kills < args.min_kills * min(1.0, progress + 0.15)
+        if now >= next_kill or (behind and now >= last_kill + 0.01):
             victim = random.choice(sorted(children))
             os.kill(victim, signal.SIGKILL)
-            os.waitpid(victim, 0)
+            killed.add(victim)  # reaped below, without waiting for it here
             children.discard(victim)
             children.add(spawn())
             kills += 1
+            last_kill = now
             next_kill = now + random.uniform(args.min_interval, args.max_interval)
         # a worker that died on its own is a bug: count it and replace it
         while True:
@@ -89,6 +105,9 @@ def main() -> int:
                 break
             if pid == 0:
                 break
+            if pid in killed:
+                killed.discard(pid)
+                continue
             children.discard(pid)
             crashes += 1
             children.add(spawn())
@@ -100,6 +119,8 @@ def main() -> int:
     for pid in children:
         _, status = os.waitpid(pid, 0)
         exit_codes.append(os.waitstatus_to_exitcode(status))
+    for pid in killed:
+        os.waitpid(pid, 0)
     figures = {
         "kills": kills,
         "crashes": crashes,

@@ -45,7 +45,7 @@ def record(ctx):
 def record_slowly(ctx):
     """Insert a row, then linger inside the transaction, so SIGKILLs land mid-step."""
     record_row(ctx, f"step{ctx.step_id}")
-    time.sleep(random.uniform(0, 0.02))
+    time.sleep(random.uniform(0, 0.04))
     return ctx.step_id
 
 

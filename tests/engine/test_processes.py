@@ -221,7 +221,10 @@ def assert_every_step_ran_exactly_once_for(count: int, expected: int) -> None:
 
 
 # --- crash safety -------------------------------------------------------------------------------------
-def test_exactly_once_under_sigkill(checkpoint_log):
+def test_exactly_once_under_sigkill(checkpoint_log, settings):
+    # Attempts are not under test here (a step may be hit by several kills in a row): the
+    # steps start() creates here must allow as many as the workers' (ACURIO_MAX_ATTEMPTS below).
+    settings.ACURIO_MAX_ATTEMPTS = 1000
     flow = task(S + "record_slowly") >> task(S + "record_slowly") >> task(S + "record_slowly")
     workflows = 500
     for _ in range(workflows):
@@ -253,7 +256,8 @@ def test_exactly_once_under_sigkill(checkpoint_log):
     assert figures["kills"] >= 200
     assert figures["crashes"] == 0, proc.stderr[-3000:]
     assert set(figures["exit_codes"]) == {0}
-    assert set(Instance.objects.values_list("status", flat=True)) == {"completed"}
+    failed = list(Instance.objects.exclude(status="completed").values_list("error", flat=True))
+    assert failed == []
     assert_every_step_ran_exactly_once(workflows * 3)
     per_step = checkpoints_per_step()
     assert len(per_step) == Step.objects.count(), "every step (and sequence) checkpointed"
