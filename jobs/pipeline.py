@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from jobs import analysis
@@ -223,12 +223,26 @@ def verify(ctx) -> list[dict]:
     # Checkpoint only what verify added: finalize has the citations themselves in "parsed",
     # so repeating them here would store every marker and its context twice more.
     slim = [{k: v[k] for k in VERDICT_FIELDS if k in v} for v in verdicts]
-    # Children run in parallel on several workers: add to the count, never overwrite it. The
-    # update comes last so the job row is locked only for the end of this transaction.
-    AnalysisJob.objects.filter(pk=_job_id(ctx)).update(
-        progress_done=F("progress_done") + len(ids), updated_at=timezone.now()
-    )
+    # The update comes last so the job row is locked only for the end of this transaction.
+    count_verified(_job_id(ctx), len(ids))
     return slim
+
+
+def count_verified(job_id: int, count: int) -> None:
+    """Add ``count`` verified citations to the job's progress, atomically.
+
+    Children run in parallel on several workers, so this adds to the count rather than
+    setting it; whichever chunk completes the count hands the progress over to finalize.
+    """
+    done = F("progress_done") + count
+    AnalysisJob.objects.filter(pk=job_id).update(
+        progress_done=done,
+        progress_step=Case(
+            When(progress_total__lte=done, then=Value(Stage.FINALIZE)),
+            default=F("progress_step"),
+        ),
+        updated_at=timezone.now(),
+    )
 
 
 def resolve(ctx) -> list[dict]:
