@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -24,6 +23,21 @@ from jobs.durable.kinds import get_kind
 from jobs.durable.models import Instance, InstanceQuerySet, InstanceStatus, Step, StepStatus
 
 RECOVERY_BATCH = 500
+# StepRow's fields, in its order (recover_expired_leases reads them with the ORM).
+_STEP_FIELDS = (
+    "id",
+    "instance_id",
+    "parent_id",
+    "key",
+    "node_id",
+    "kind",
+    "name",
+    "status",
+    "attempts",
+    "max_attempts",
+    "chunk_index",
+    "chunk",
+)
 
 
 def _instance_id(instance_id: uuid.UUID | str) -> uuid.UUID:
@@ -177,7 +191,7 @@ def recover_expired_leases(now: datetime | None = None) -> int:
                 Step.objects.expired(now)
                 .order_by("lease_expires_at")
                 .select_for_update(skip_locked=True)
-                .values_list(*[c.strip() for c in _STEP_FIELDS])[:RECOVERY_BATCH]
+                .values_list(*_STEP_FIELDS)[:RECOVERY_BATCH]
             )
             notify_graphs: list[Txn] = []
             for row in rows:
@@ -202,22 +216,6 @@ def recover_expired_leases(now: datetime | None = None) -> int:
         total += len(rows)
         if len(rows) < RECOVERY_BATCH:
             return total
-
-
-_STEP_FIELDS = (
-    "id",
-    "instance_id",
-    "parent_id",
-    "key",
-    "node_id",
-    "kind",
-    "name",
-    "status",
-    "attempts",
-    "max_attempts",
-    "chunk_index",
-    "chunk",
-)
 
 
 def current_step(instance_id: uuid.UUID | str) -> dict[str, Any] | None:
@@ -397,7 +395,3 @@ def _explain_text(data: dict[str, Any]) -> str:
 
     walk(data["graph"], "", True, True)
     return "\n".join(lines)
-
-
-def lease_length() -> timedelta:
-    return timedelta(seconds=float(settings.ACURIO_LEASE_SECONDS))

@@ -64,7 +64,7 @@ from jobs.durable.engine import (
     load_graph,
     node_label,
 )
-from jobs.durable.errors import PermanentError, RetryLater
+from jobs.durable.errors import DurableError, PermanentError, RetryLater
 from jobs.durable.kinds import get_kind
 
 logger = logging.getLogger("jobs.durable.worker")
@@ -85,6 +85,10 @@ WHERE s.id = picked.id
 RETURNING {", ".join("s." + c.strip() for c in STEP_COLUMNS.split(","))},
     (SELECT i.status FROM durable_instance AS i WHERE i.id = s.instance_id)
 """
+
+
+# Seconds before a step of an unknown kind (a newer release's) is offered to workers again.
+UNKNOWN_KIND_DELAY = 5.0
 
 
 class ConnectionLost(Exception):
@@ -219,9 +223,22 @@ class Worker:
         :meth:`run_one`, which runs it next.
         """
         self.steps_executed += 1
-        graph = load_graph(step.instance_id)
+        try:
+            graph = load_graph(step.instance_id)
+        except DurableError:
+            return "fenced"  # the instance was deleted (its steps with it) after the claim
         node = graph.nodes[step.node_id]
-        kind = get_kind(node["kind"])
+        try:
+            kind = get_kind(node["kind"])
+        except DurableError as exc:
+            # A graph from a newer release, claimed by an older worker in a rolling deploy:
+            # leave the step to a newer worker, without using up one of its attempts.
+            logger.warning("step %s: %s; handing it back", step.id, exc)
+            with transaction.atomic():
+                Txn(graph, self.clock()).reschedule(
+                    step, self.clock() + timedelta(seconds=UNKNOWN_KIND_DELAY), str(exc)
+                )
+            return "handed back"
         timeout = node.get("opts", {}).get("timeout")
         started = time.monotonic()
         with self._lock:
@@ -433,6 +450,12 @@ class Worker:
             except (OperationalError, InterfaceError):
                 failures += 1
                 self._reconnect_pause(failures)
+            except Exception:
+                # A bug must not kill the worker: log it, breathe, carry on. An interrupted
+                # step keeps its lease and is recovered like a crashed worker's.
+                logger.exception("worker loop error; continuing")
+                failures += 1
+                self._sleep(min(5.0, 0.2 * 2 ** min(failures, 5)))
 
     def _reconnect_pause(self, failures: int) -> None:
         delay = min(5.0, 0.2 * 2 ** min(failures, 5))

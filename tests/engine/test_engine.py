@@ -502,3 +502,28 @@ def test_draining_worker_puts_its_chained_step_back():
     second = Step.objects.get(instance_id=iid, node_id=2)
     assert (second.status, second.lease_owner) == ("ready", "")
     assert status(iid) == "running"
+
+
+# --- rolling deploys and odd states --------------------------------------------------------------
+def test_step_of_an_unknown_kind_is_handed_back_without_using_an_attempt(worker):
+    with time_machine.travel("2026-01-05 10:00:00Z", tick=False):
+        iid = start(t("record"))
+        Instance.objects.filter(pk=iid).update(
+            graph={"id": 0, "kind": "teleport", "name": "", "opts": {}}
+        )
+        Step.objects.filter(instance_id=iid).update(kind="teleport")
+        step = worker.claim()[0]
+        assert worker.execute(step) == "handed back"
+        row = Step.objects.get(pk=step.id)
+        assert row.status == "ready" and row.max_attempts == step.max_attempts + 1
+        assert "unknown node kind 'teleport'" in row.error
+        assert (row.run_at - timezone.now()).total_seconds() == 5
+    assert status(iid) == "running"
+
+
+def test_step_of_a_deleted_instance_is_dropped(worker):
+    iid = start(t("record"))
+    step = worker.claim()[0]
+    Instance.objects.filter(pk=iid).delete()
+    assert worker.execute(step) == "fenced"
+    assert rows() == []
