@@ -331,7 +331,8 @@ class LoopKind(Kind):
         txn.activate(body, step, chunk_index=following)
 
     def describe(self, node):
-        label = f"loop {describe_condition(node['while'])}"
+        cond = node["while"]
+        label = f"loop while {describe_condition(cond)}" if cond else "loop until Break"
         return f"{node['name']} ({label})" if node["name"] else label
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import threading
 import time
 import uuid
 from email.utils import parsedate_to_datetime
@@ -148,6 +149,21 @@ def retry_after(value: str | None) -> float | None:
     return min(MAX_RETRY_AFTER, max(0.0, seconds))
 
 
+_client: httpx.Client | None = None
+_client_lock = threading.Lock()
+
+
+def shared_client() -> httpx.Client:
+    """One client per process: its connection pool and TLS context are built once (building
+    them costs more than a request to a nearby service). httpx clients are thread-safe."""
+    global _client
+    if _client is None:
+        with _client_lock:
+            if _client is None:
+                _client = httpx.Client(follow_redirects=False)
+    return _client
+
+
 def _step_key(step_id: int) -> str:
     # Outside any transaction (the kind is non-transactional): one indexed read.
     with connection.cursor() as cursor:
@@ -179,12 +195,13 @@ class HttpKind(Kind):
             kwargs["json"] = body
         elif body is not None:
             kwargs["content"] = body.encode()
+        request = shared_client().build_request(
+            node["method"], url, headers=headers, timeout=node["timeout"], **kwargs
+        )
         started = time.monotonic()
         try:
-            with (
-                httpx.Client(timeout=node["timeout"], follow_redirects=False) as client,
-                client.stream(node["method"], url, headers=headers, **kwargs) as response,
-            ):
+            response = shared_client().send(request, stream=True)
+            try:
                 raw = bytearray()
                 for part in response.iter_bytes():
                     raw.extend(part)
@@ -193,6 +210,8 @@ class HttpKind(Kind):
                             f"http: the response of {url} is larger than"
                             f" {MAX_BODY_BYTES // 1024} KiB; step results are for small data"
                         )
+            finally:
+                response.close()
         except httpx.TimeoutException as exc:
             raise HttpError(
                 f"http: {node['method']} {url} timed out after {node['timeout']:g}s"

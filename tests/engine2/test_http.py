@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.db import connection
@@ -16,81 +13,6 @@ from jobs.durable.models import Instance, Step
 from tests.engine2.conftest import T0
 
 pytestmark = pytest.mark.django_db
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.requests: list[dict] = []
-        self.hits: dict[str, int] = {}
-        self.release = threading.Event()  # lets hanging handlers go at teardown
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Server
-
-    def log_message(self, *args) -> None:  # keep test output quiet
-        pass
-
-    def _send(self, code: int, body: bytes, content_type: str, **headers: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers.items():
-            self.send_header(name.replace("_", "-"), value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _handle(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        path = self.path
-        hit = self.server.hits[path] = self.server.hits.get(path, 0) + 1
-        self.server.requests.append(
-            {"method": self.command, "path": path, "headers": dict(self.headers), "body": body}
-        )
-        if path == "/ok":
-            payload = {"ok": True, "got": json.loads(body) if body else None}
-            self._send(200, json.dumps(payload).encode(), "application/json", X_Trace="t-1")
-        elif path == "/missing":
-            self._send(404, b"no such thesis", "text/plain; charset=utf-8")
-        elif path == "/flaky":
-            if hit == 1:
-                self._send(500, b"boom", "text/plain")
-            else:
-                self._send(200, b'{"second": true}', "application/json")
-        elif path == "/busy":
-            if hit == 1:
-                self._send(429, b"slow down", "text/plain", Retry_After="7")
-            else:
-                self._send(200, b"[]", "application/json")
-        elif path == "/hang":
-            self.server.release.wait(10)
-            self._send(200, b"too late", "text/plain")
-        elif path == "/down":
-            self._send(503, b"maintenance", "text/plain")
-        else:
-            self._send(400, b"bad path", "text/plain")
-
-    do_GET = do_POST = do_PUT = _handle
-
-
-@pytest.fixture
-def server(settings):
-    srv = Server()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    settings.ACURIO_HTTP_ALLOW = ["127.0.0.1:*"]
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    srv.server_close()
 
 
 def http_step(iid) -> Step:
@@ -186,6 +108,20 @@ def test_a_disallowed_host_fails_permanently_without_a_request(worker, clock, se
     assert "host '127.0.0.1' is not allowed" in instance.error
     assert "ACURIO_HTTP_ALLOW" in instance.error
     assert server.requests == []
+
+
+def test_a_response_too_large_for_a_step_result_fails_permanently(worker, clock, server):
+    iid = start(http(server.base + "/big"))
+    worker.drain()
+    instance = Instance.objects.get(pk=iid)
+    assert instance.status == "failed" and "larger than 1024 KiB" in instance.error
+    assert server.hits["/big"] == 1
+
+
+def test_a_body_that_claims_json_but_is_not_is_kept_as_text(worker, clock, server):
+    iid = start(http(server.base + "/fake-json"))
+    worker.drain()
+    assert result(iid)["body"] == "not json"
 
 
 def test_nothing_is_allowed_by_default(settings):
