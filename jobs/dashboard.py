@@ -474,11 +474,11 @@ def bar_chart(
     points: list[tuple[datetime, int]],
     *,
     css_class: str,
-    width: int = 560,
-    height: int = 150,
+    width: int = 420,
+    height: int = 140,
 ) -> BarChart:
     """Lay out ``points`` (hour, count) as bars with a readable y-axis and a tick every 6 hours."""
-    left, right, top, bottom = 34, 6, 10, 22
+    left, right, top, bottom = 34, 18, 10, 22
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = max((n for _, n in points), default=0)
     axis_max = _nice_ceiling(peak)
@@ -513,6 +513,8 @@ def bar_chart(
             )
     for frac in (0, 0.5, 1):
         value = axis_max * frac
+        if value != int(value):
+            continue  # counts are whole: no "0.5" or "2.5" line
         chart.gridlines.append(
             {
                 "y": round(top + plot_h - plot_h * frac, 2),

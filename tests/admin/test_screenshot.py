@@ -208,7 +208,7 @@ def test_dashboard_renders_in_chromium_and_is_saved_as_a_screenshot(
     assert charts.count() == 3
     for i in range(3):
         box = charts.nth(i).bounding_box()
-        assert box and box["width"] > 300 and box["height"] > 60
+        assert box and box["width"] > 250 and box["height"] > 60
     tallest = page.evaluate(
         "Math.max(...[...document.querySelectorAll('.acurio-chart.finished rect')]"
         ".map(r => r.getBoundingClientRect().height))"
