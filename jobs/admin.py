@@ -116,13 +116,16 @@ def record_now(request: HttpRequest, job_ids: list[int]) -> str:
     )
     by_action = Counter(r.action for r in results)
     skipped = len(set(job_ids)) - len(results)
-    parts = [f"{by_action[a]} {a}" for a in ("write", "claim", "noop") if by_action[a]]
-    text = f"Recorded {len(results)} run(s)"
-    if parts:
-        text += f" ({', '.join(parts)})"
+    parts = []
+    if by_action["write"]:
+        parts.append(f"{by_action['write']} written")
+    if by_action["claim"]:
+        parts.append(f"{by_action['claim']} claimed")
+    if by_action["noop"]:
+        parts.append(f"{by_action['noop']} already saved (client or newer job), not rewritten")
     if skipped:
-        text += f"; {skipped} job(s) were no longer ghosts and were left alone"
-    return text + "."
+        parts.append(f"{skipped} no longer ghosts, left alone")
+    return "Record now: " + ("; ".join(parts) or "nothing to record") + "."
 
 
 # --- Change-list filters -----------------------------------------------------------------

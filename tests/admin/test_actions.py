@@ -53,7 +53,7 @@ def test_record_now_writes_the_run_as_worker_through_the_single_writer(staff_cli
     response = act(staff_client, "record_run_now", ghost)
 
     assert response.status_code == 200
-    assert texts(response) == ["Recorded 1 run(s) (1 write)."]
+    assert texts(response) == ["Record now: 1 written."]
     run = AnalysisRun.objects.get(pk=ghost.run_id)
     assert (run.saved_by, run.job_id, run.document) == ("worker", ghost.pk, "lost.docx")
     ghost.refresh_from_db()
@@ -79,7 +79,7 @@ def test_record_now_leaves_a_client_saved_run_of_the_same_job_untouched(
 
     response = act(staff_client, "record_run_now", job)
 
-    assert texts(response) == ["Recorded 1 run(s) (1 noop)."]
+    assert texts(response) == ["Record now: 1 already saved (client or newer job), not rewritten."]
     run.refresh_from_db()
     assert (run.saved_by, run.job_id, run.saved_at) == ("client", job.pk, saved_at)
     assert xmin(run.pk) == before  # not rewritten: no new tuple
@@ -94,9 +94,7 @@ def test_record_now_skips_jobs_that_are_not_ghosts(staff_client, make_job, make_
 
     response = act(staff_client, "record_run_now", saved, running, ghost)
 
-    assert texts(response) == [
-        "Recorded 1 run(s) (1 write); 2 job(s) were no longer ghosts and were left alone."
-    ]
+    assert texts(response) == ["Record now: 1 written; 2 no longer ghosts, left alone."]
     assert AnalysisRun.objects.get(pk=saved.run_id).saved_by == "client"
     assert not AnalysisRun.objects.filter(pk=running.run_id).exists()
 
@@ -107,7 +105,9 @@ def test_record_now_never_lets_an_older_job_replace_a_newer_one(staff_client, ma
     make_run(newer, saved_by="client")
     AnalysisJob.objects.filter(pk=older.pk).update(run_saved_at=None)  # looks like a ghost
 
-    texts(act(staff_client, "record_run_now", older))
+    response = act(staff_client, "record_run_now", older)
+
+    assert texts(response) == ["Record now: 1 already saved (client or newer job), not rewritten."]
 
     run = AnalysisRun.objects.get(pk=older.run_id)
     assert (run.job_id, run.document, run.saved_by) == (newer.pk, "v2.docx", "client")
@@ -120,7 +120,7 @@ def test_dashboard_record_button_records_the_selected_ghosts(staff_client, make_
     response = staff_client.post(reverse(RECORD), {"job_ids": [a.pk, b.pk]}, follow=True)
 
     assert response.redirect_chain[-1][0] == reverse("admin:jobs_analysisjob_dashboard")
-    assert texts(response) == ["Recorded 2 run(s) (2 write)."]
+    assert texts(response) == ["Record now: 2 written."]
     assert AnalysisRun.objects.filter(pk__in=[a.run_id, b.run_id], saved_by="worker").count() == 2
     assert not AnalysisRun.objects.filter(pk=untouched.run_id).exists()
 
@@ -131,7 +131,7 @@ def test_dashboard_record_all_past_grace_leaves_those_within_grace(staff_client,
 
     response = staff_client.post(reverse(RECORD), {"all_past_grace": "1"}, follow=True)
 
-    assert texts(response) == ["Recorded 1 run(s) (1 write)."]
+    assert texts(response) == ["Record now: 1 written."]
     assert AnalysisRun.objects.filter(pk=old.run_id).exists()
     assert not AnalysisRun.objects.filter(pk=fresh.run_id).exists()
 

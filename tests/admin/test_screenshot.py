@@ -223,6 +223,6 @@ def test_dashboard_renders_in_chromium_and_is_saved_as_a_screenshot(
     page.check(f'input[name="job_ids"][value="{world["old"].pk}"]')
     page.click("text=Record selected now")
     page.wait_for_url(f"{live_server.url}/admin/jobs/analysisjob/dashboard/")
-    assert "Recorded 1 run(s) (1 write)." in page.locator(".messagelist").inner_text()
+    assert "Record now: 1 written." in page.locator(".messagelist").inner_text()
     assert AnalysisRun.objects.get(pk=world["old"].run_id).saved_by == "worker"
     context.close()
