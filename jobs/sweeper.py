@@ -88,7 +88,7 @@ class Sweeper:
 
     def run(self, *, once: bool = False) -> int:
         """Tick until a signal (or once); drain the backstop; return the exit code (0)."""
-        self.install_signal_handlers()
+        previous = self.install_signal_handlers()
         logger.info(
             "sweeper %s started: tick %ss, grace %ss, batch %s, doc_html ttl %sh",
             self.name,
@@ -107,12 +107,19 @@ class Sweeper:
         self.wait_for_backstop()
         self.heartbeat(stopped_at=timezone.now(), backstop_in_flight=False)
         logger.info("sweeper %s stopped", self.name)
+        for signum, handler in previous.items():  # run() in-process (a test) leaves no trace
+            signal.signal(signum, handler)
         connections.close_all()
         return 0
 
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.on_signal)
-        signal.signal(signal.SIGINT, self.on_signal)
+    def install_signal_handlers(self) -> dict[int, object]:
+        """Handle SIGTERM and SIGINT; return the handlers they replace."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}  # only the main thread may set handlers: a caller's thread drives us
+        return {
+            signum: signal.signal(signum, self.on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT)
+        }
 
     def on_signal(self, signum: int, frame: FrameType | None = None) -> None:
         name = signal.Signals(signum).name

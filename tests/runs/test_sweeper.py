@@ -134,6 +134,16 @@ def test_failing_step_does_not_stop_the_tick(monkeypatch, make_job):
     assert AnalysisRun.objects.filter(pk=job.run_id).exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_run_once_in_process_records_and_restores_signal_handlers(make_job):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    job = make_job()
+    assert Sweeper(name="test:once", grace_seconds=0).run(once=True) == 0
+    assert AnalysisRun.objects.get(pk=job.run_id).judged_job_id == job.pk
+    assert SweeperHeartbeat.objects.get(name="test:once").stopped_at is not None
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
 # --- judge backstop and trim --------------------------------------------------------------
 
 
@@ -287,14 +297,14 @@ def test_second_signal_exits_at_once_and_judge_backstop_catches_up(
     )
     try:
         assert fake_judge.started.wait(60)
-        proc.send_signal(signal.SIGTERM)
-        wait_for(lambda: "SIGTERM received" in output(proc), 30, "the first signal")
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C drains like SIGTERM...
+        wait_for(lambda: "SIGINT received" in output(proc), 30, "the first signal")
+        proc.send_signal(signal.SIGTERM)  # ...and any second signal exits at once
         rc, err = finish(proc, timeout=30)
     finally:
         proc.kill()
     assert rc == 1, err
-    assert "received again: exiting now" in err
+    assert "SIGTERM received again: exiting now" in err
     # The runs were recorded (committed before judging) but not judged: the judge backstop
     # of any later sweep judges them.
     assert AnalysisRun.objects.count() == 2
