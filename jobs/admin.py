@@ -17,7 +17,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections, transaction
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, Max, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -184,16 +184,22 @@ class SavedByFilter(admin.SimpleListFilter):
 class JobSavedByFilter(SavedByFilter):
     """On jobs: jobs whose content a run row holds, by that run's writer.
 
-    ``id IN (SELECT job_id FROM jobs_analysisrun WHERE <writer>)`` becomes a merge semi-join
-    of two backward index scans (jobs' primary key, the runs' job index; the rare legacy
-    writer has its own partial index, run_legacy_job_idx), stopping after one page.
+    ``id IN (SELECT job_id FROM jobs_analysisrun WHERE <writer>)`` runs as a merge semi-join
+    of two backward index scans (jobs' primary key; the runs' job index, or for the legacy
+    writer its own partial index run_legacy_job_idx). The planner assumes matches are spread
+    evenly; legacy rows are all old, so the jobs side would walk most of the table before the
+    first match. Starting it at the newest matching job id (one index probe) avoids that.
     """
 
     def queryset(self, request, queryset):
         cond = self._condition()
         if cond is None:
             return queryset
-        return queryset.filter(pk__in=AnalysisRun.objects.filter(cond).values("job_id"))
+        runs = AnalysisRun.objects.filter(cond)
+        newest = runs.aggregate(newest=Max("job_id"))["newest"]
+        if newest is None:
+            return queryset.none()
+        return queryset.filter(pk__lte=newest, pk__in=runs.values("job_id"))
 
 
 class FailedReasonFilter(admin.SimpleListFilter):

@@ -312,3 +312,8 @@ def test_change_list_queries_can_be_served_by_indexes(staff_client, jobs_world, 
                 assert f"Seq Scan on {table}" not in plan, f"{sql}\n{plan}"
             checked += 1
     assert checked >= 2
+
+
+def test_saved_by_filter_with_no_such_runs_lists_nothing(staff_client, make_job, make_run):
+    make_run(make_job(), saved_by="client")
+    assert listed_ids(staff_client.get(f"{JOBS}?saved_by=legacy")) == set()
