@@ -289,12 +289,20 @@ def main() -> None:
         )
         if label != "dashboard" and not args.explain:
             continue
+        executed = 0.0
         for q in queries:
             sql = " ".join(q["sql"].split())
             print(f"  {float(q['time']) * 1000:8.1f} ms  {sql[:150]}")
             if args.explain and sql.upper().startswith("SELECT") and "django_session" not in sql:
                 for line in explain(q["sql"]):
                     print("             | " + line)
+                    if line.startswith("Execution Time:"):
+                        executed += float(line.split()[2])
+        if args.explain:
+            print(
+                f"  PostgreSQL execution time of these queries (EXPLAIN ANALYZE, summed): "
+                f"{executed:.1f} ms; fastest render {min(times) * 1000:.1f} ms"
+            )
 
     print("\nSummary (ms; CPU = this process, SQL = summed query wall time, both medians)")
     print(f"  {'page':<24} {'median':>8} {'max':>8} {'CPU':>8} {'SQL':>8} {'queries':>8}")
