@@ -43,6 +43,8 @@ logger = logging.getLogger("jobs.pipeline")
 # (~2,000 citations) into ten pieces for whichever workers are free (bench/web_pipeline.py).
 VERIFY_CHUNK = 200
 ON_FAILURE = "jobs.pipeline.on_failure"
+# A remote judge's calls have their own timeouts and retries; this bounds the whole step.
+JUDGE_STEP_TIMEOUT = 300
 # What verify adds to a citation; the rest of it is already in the "parsed" checkpoint.
 VERDICT_FIELDS = ("verdict", "references", "reason")
 # What a user reads when the failure was ours, not their file's.
@@ -324,6 +326,40 @@ def _library(job: AnalysisJob):
     if job.library is None:
         return None
     return analysis.load_library(bytes(job.library), job.library_filename)
+
+
+# --- Judging a saved run ---------------------------------------------------------------------
+
+
+def judge_soon(run_id) -> None:
+    """Judge a run the tab just wrote, without keeping the tab waiting on a remote judge.
+
+    The built-in judge takes milliseconds and runs right here. A remote judge (network,
+    timeouts, retries) runs as a one-step durable workflow that the next free worker picks up.
+    Either way, a failure leaves the run unjudged for its job, and the sweeper's judge backstop
+    judges it later.
+    """
+    from jobs.judge import JudgeError, judge_run
+
+    if not settings.ACURIO_JUDGE_URL:
+        try:
+            judge_run(run_id)
+        except JudgeError as exc:
+            logger.warning("run %s saved but not judged yet (the sweeper will): %s", run_id, exc)
+        return
+    start(
+        task("jobs.pipeline.judge", timeout=JUDGE_STEP_TIMEOUT),
+        label=f"judge run {run_id}",
+        input={"run_id": str(run_id)},
+    )
+
+
+def judge(ctx) -> dict:
+    """The durable step behind judge_soon (at least once: judging twice stores the same)."""
+    from jobs.judge import judge_run
+
+    judgment = judge_run(ctx.input["run_id"])
+    return {"run_id": ctx.input["run_id"], "score": judgment.get("score")}
 
 
 # --- Failure ------------------------------------------------------------------------------

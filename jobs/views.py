@@ -10,7 +10,6 @@ is a 404, so ids of other users' work are not even confirmed to exist.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
@@ -30,8 +29,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .forms import UploadForm, max_upload_bytes, too_big_message
 from .models import AnalysisJob, AnalysisRun, JobCitation, JobStatus, SweeperHeartbeat, Verdict
-
-logger = logging.getLogger("jobs.views")
 
 PROBLEM_VERDICTS = (
     Verdict.MISSING_REFERENCE,
@@ -448,25 +445,15 @@ def api_save_run(request: HttpRequest) -> JsonResponse:
     except SaveRunError as exc:
         return json_error(str(exc), status=409)
     if result.action == "write":
-        _judge_now(result.run_id)
+        # New content: judge it now (built-in judge) or very soon (a worker calls the remote
+        # one), so the report the tab opens next carries its assessment.
+        from .pipeline import judge_soon
+
+        judge_soon(result.run_id)
     return JsonResponse(
         {"id": str(result.run_id), "saved_by": result.saved_by, "job_id": result.job_id},
         status=201 if result.action in ("write", "claim") else 200,
     )
-
-
-def _judge_now(run_id: UUID) -> None:
-    """Judge freshly written content now, so the report the tab opens next has its assessment.
-
-    Runs after the save committed and holds no lock. If the judge is unreachable the run stays
-    unjudged for its job, and the sweeper's judge backstop judges it after the grace period.
-    """
-    from .judge import JudgeError, judge_run
-
-    try:
-        judge_run(run_id)
-    except JudgeError as exc:
-        logger.warning("run %s saved but not judged yet (the sweeper will): %s", run_id, exc)
 
 
 @require_GET

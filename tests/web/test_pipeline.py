@@ -304,3 +304,26 @@ def test_the_chunk_that_completes_the_count_hands_over_to_finalize(make_job):
     pipeline.count_verified(job.pk, 2)
     job.refresh_from_db()
     assert (job.progress_step, job.progress_done) == ("finalize", 10)
+
+
+def test_with_a_remote_judge_the_save_queues_the_judging_for_a_worker(
+    make_job, user_client, settings, monkeypatch
+):
+    from jobs import judge
+
+    settings.ACURIO_JUDGE_URL = "http://127.0.0.1:9/v1"  # never called: judge_run is stubbed
+    judged = []
+
+    def fake_judge_run(run_id):
+        judged.append(str(run_id))
+        return {"score": 90}
+
+    monkeypatch.setattr(judge, "judge_run", fake_judge_run)
+    job = make_job()
+    resp = user_client.post(
+        "/api/analysis-runs", {"job_id": job.pk}, content_type="application/json"
+    )
+    assert resp.status_code == 201
+    assert judged == []  # the tab did not wait for the remote judge
+    run_worker()
+    assert judged == [str(job.run_id)]
