@@ -1,24 +1,27 @@
-"""The citation analysis as a durable workflow, and the two ways to queue it.
+"""The citation analysis as a durable workflow; queueing it, re-analysing, judging a saved run.
 
 ::
 
     extract >> parse.as_("parsed") >> plan.as_("citation_ids")
-        >> fan_out(verify, over="citation_ids", chunk=VERIFY_CHUNK).as_("verdicts") >> finalize
+        >> fan_out(verify, over="citation_ids", chunk=VERIFY_CHUNK).as_("verdicts")
+        [>> resolve.as_("resolved")]  >> finalize
 
 Large data has one home, the ``AnalysisJob`` row: ``extract`` reads the upload from it and writes
 ``doc_html`` to it once; ``parse`` reads ``doc_html`` back from it. Checkpoints hold only small
-data: the parsed citations and references (marker texts and entry texts, no document body), the
-citation positions each fan-out child works on (plain integers, so a child row stores no copy of
-a citation) and each chunk's verdicts. ``finalize`` writes the ``JobCitation`` rows and the
-report to the job and marks it complete in the same transaction as its checkpoint, and it does
-not write ``AnalysisRun``: the browser tab saves the run, or the sweeper's backstop does.
+data: the parsed citations and reference entries (marker texts, keys and positions, entry texts;
+no document body, not even the sentence around each marker), the citation positions the fan-out
+cuts into chunks (plain integers, so a child row stores no copy of a citation), each chunk's
+verdicts (verdict, matched entries, reason) and, with a resolver, one lookup result per entry.
+``finalize`` writes the ``JobCitation`` rows and the report to the job and marks it complete in
+the same transaction as its checkpoint, and it does not write ``AnalysisRun``: the browser tab
+saves the run, or the sweeper's backstop does.
 
 Every step's writes commit with its checkpoint, so the progress a step records becomes visible
 when the step is done: ``progress_step`` names the stage now under way.
 
 Bad input (``AnalysisInputError``) is a ``PermanentError``: the instance fails at once and the
 ``on_failure`` hook marks the job failed with the message the user sees. The same hook covers
-retries exhausted and a lease the sweeper could not recover.
+retries exhausted, a lease the sweeper could not recover, and an operator's cancel.
 """
 
 from __future__ import annotations

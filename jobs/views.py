@@ -44,6 +44,14 @@ VERDICT_EXPLANATIONS = {
     Verdict.AUTHOR_MISMATCH: "An entry of the same year has a slightly different surname.",
     Verdict.AMBIGUOUS: "Several entries match; their years need a/b suffixes to tell them apart.",
 }
+# The reference resolver's statuses, as the report page says them.
+LOOKUP_LABELS = {
+    "found": "found",
+    "not_found": "not found",
+    "doi_not_found": "DOI not found",
+    "doi_mismatch": "DOI of another work",
+    "error": "lookup failed",
+}
 ANNOTATED_CACHE_SECONDS = 15 * 60
 ANNOTATED_CACHE_MAX_CHARS = 8 * 1024 * 1024
 # The declared body may exceed the file limit by the multipart envelope and the optional library
@@ -278,6 +286,9 @@ def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
     references = report.get("references") or []
     for number, ref in enumerate(references):
         ref["number"] = number
+        if isinstance(ref.get("resolver"), dict):
+            status = ref["resolver"].get("status", "")
+            ref["lookup_label"] = LOOKUP_LABELS.get(status, status)
     latest = (
         AnalysisJob.objects.owned_by(request.user)
         .filter(run_id=run.pk)
@@ -302,6 +313,7 @@ def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
         "judgment": _judgment(run),
         "library_checked": any(r.get("library") not in (None, "unchecked") for r in references),
         "library_missing": sum(1 for r in references if r.get("library") == "not_found"),
+        "resolver_checked": any(r.get("resolver") for r in references),
         # A newer job of this run still working: its report replaces this one when it is done.
         "newer_job": latest
         if latest and latest.pk != run.job_id and not latest.is_terminal

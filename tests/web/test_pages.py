@@ -219,3 +219,19 @@ def test_marked_document_is_cached_per_run_and_job(user_client, run_of, make_job
     body = user_client.get(url).content.decode()
     assert len(calls) == 2
     assert "v2" in body
+
+
+def test_report_page_shows_reference_lookups_when_a_resolver_ran(user_client, run_of):
+    report = copy.deepcopy(REPORT)
+    report["references"][0]["resolver"] = {"status": "found", "title": "A study", "retracted": True}
+    report["references"][1]["resolver"] = {"status": "doi_not_found", "doi": "10.1000/bad"}
+    run = run_of(results=report)
+    body = user_client.get(reverse("run_report", args=[run.pk])).content.decode()
+    assert "<th>Lookup</th>" in body
+    assert "retracted" in body
+    assert "DOI not found" in body
+
+
+def test_report_page_has_no_lookup_column_without_a_resolver(user_client, run_of):
+    body = user_client.get(reverse("run_report", args=[run_of().pk])).content.decode()
+    assert "<th>Lookup</th>" not in body

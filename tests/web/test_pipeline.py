@@ -327,3 +327,58 @@ def test_with_a_remote_judge_the_save_queues_the_judging_for_a_worker(
     assert judged == []  # the tab did not wait for the remote judge
     run_worker()
     assert judged == [str(job.run_id)]
+
+
+@pytest.fixture
+def crossref_server():
+    """A local Crossref-compatible API: one known DOI, every search comes back empty."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            if self.path.startswith("/works/"):
+                self.send_response(404)
+                self.end_headers()
+                return
+            body = json.dumps({"status": "ok", "message": {"items": []}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    thread.join()
+
+
+def test_with_a_resolver_the_references_are_looked_up_in_their_own_step(
+    corpus, user, settings, crossref_server
+):
+    url, seen = crossref_server
+    settings.ACURIO_RESOLVER_URL = url
+    source = corpus / "thesis_1_002.html"
+    job = pipeline.submit_analysis(user, source.name, source.read_bytes())
+    run_worker()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETE, job.error
+    references = job.results["references"]
+    assert all("resolver" in ref for ref in references)
+    assert {ref["resolver"]["status"] for ref in references} <= {"not_found", "doi_not_found"}
+    assert len(seen) >= len(references)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM durable_step WHERE instance_id = %s AND name = 'resolved'",
+            [job.workflow_id],
+        )
+        assert cursor.fetchone()[0] == 1
