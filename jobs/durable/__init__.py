@@ -27,6 +27,19 @@ Where things live (read in this order to change the engine):
 * ``permissions`` — the three permissions and who may see or control an instance.
 * ``testing`` — a no-op workflow for tests and benchmarks.
 
+Hooks for application code:
+
+* ``current_step(instance_id)`` — ``{"step", "kind", "state", "done", "total"}`` in two small
+  queries: what a progress bar shows (fan-out chunks done of total while one runs).
+* ``start(..., on_failure="pkg.mod.fn")`` — ``fn(instance_id, error)`` runs in the very
+  transaction that marks the instance failed (a permanent error, attempts used up, a lease
+  recovered once too often) or cancelled (``error == "cancelled"``), so the app's own rows
+  (e.g. an ``AnalysisJob``) fail atomically with it. It runs in a savepoint: if it raises, the
+  instance still fails and its error notes the hook's failure.
+* A task's ORM writes on the default connection commit with its checkpoint: a step that only
+  touches this database runs exactly once. Sleeping or calling the network inside a task
+  holds that transaction open; keep such work short or use an ``http`` step.
+
 Names are loaded lazily (PEP 562) so that importing this package at app-loading time does not
 import the models before Django's app registry is ready.
 """
