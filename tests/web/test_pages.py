@@ -235,3 +235,10 @@ def test_report_page_shows_reference_lookups_when_a_resolver_ran(user_client, ru
 def test_report_page_has_no_lookup_column_without_a_resolver(user_client, run_of):
     body = user_client.get(reverse("run_report", args=[run_of().pk])).content.decode()
     assert "<th>Lookup</th>" not in body
+
+
+def test_runs_list_shows_a_failed_runs_error_instead_of_counts(user_client, make_job):
+    job = make_job(status=JobStatus.FAILED, error="The PDF is damaged and cannot be read.")
+    save_run(job.pk, "client")
+    body = user_client.get(reverse("runs")).content.decode()
+    assert "The PDF is damaged and cannot be read." in body
