@@ -1,10 +1,11 @@
 """Accuracy of the citation analysis on the sample corpus, per style and per format.
 
-Usage: .venv/bin/python scripts/accuracy.py [--corpus DIR] [--skip-large] [--errors] [-j N]
+Usage: .venv/bin/python scripts/accuracy.py [--corpus DIR | --heldout] [--skip-large] [--errors] [-j N]
 
 The corpus is found at $ACURIO_CORPUS or <repo>/../shared/corpus. Each document is analysed
 (with its ``.bib`` as the library) and scored against its ``*.truth.json`` by
-``jobs.analysis.evaluation``.
+``jobs.analysis.evaluation``. ``--heldout`` scores the hand-written held-out theses in
+``tests/analysis/heldout`` instead (no libraries), the check that the analysis generalises.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ def corpus_dir(explicit: str | None = None) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus")
+    ap.add_argument(
+        "--heldout", action="store_true", help="score tests/analysis/heldout instead of the corpus"
+    )
     ap.add_argument("--skip-large", action="store_true", help="leave out large/apa_300p.*")
     ap.add_argument("--errors", action="store_true", help="list every wrong verdict")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args()
-    root = corpus_dir(args.corpus)
+    root = REPO / "tests" / "analysis" / "heldout" if args.heldout else corpus_dir(args.corpus)
     if not root.is_dir():
         print(f"corpus not found at {root}", file=sys.stderr)
         return 2

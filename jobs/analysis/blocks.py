@@ -12,8 +12,9 @@ import html
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import pairwise
 
-from .text import normalize
+from .text import line_starts, normalize
 
 BLOCK_TAGS = frozenset(
     {
@@ -68,12 +69,20 @@ class Block:
     tag: str
     text: str
     number: int | None = None  # position in an ordered list, if it is an <ol> item
+    # Offsets in ``text`` where a source line began (after a newline or ``<br>``). Most blocks
+    # have none; a reference list typed one entry per line into a single paragraph needs them.
+    breaks: tuple[int, ...] = ()
     # (event index or -1 for a synthetic separator, text) pieces; only kept for annotation.
     pieces: list[tuple[int, str]] = field(default_factory=list, repr=False)
 
     @property
     def is_heading(self) -> bool:
         return self.tag in HEADINGS
+
+    def lines(self) -> list[str]:
+        """The block's text cut at its source line breaks (one item if it has none)."""
+        cuts = [0, *self.breaks, len(self.text) + 1]
+        return [self.text[a : b - 1] for a, b in pairwise(cuts)]
 
 
 _TOKEN = re.compile(
@@ -156,6 +165,7 @@ class _Walker:
                         tag=self.cur_tag,
                         text=text,
                         number=self.cur_number,
+                        breaks=line_starts(raw, text) if "\n" in raw else (),
                         pieces=self.pieces if self.keep_events else [],
                     )
                 )

@@ -31,12 +31,59 @@ _YEAR_TOKEN = re.compile(rf"(?<![\w/.\-\u2013])({YEAR}|n\.\s?d\.|o\.\s?J\.)([a-z
 _LOCATOR_BEFORE = re.compile(r"(?:\b(?:p|pp|S|s|Rn|para|ch|Kap|vol|Bd|no|Nr)\.?\s*)$")
 _NARRATIVE_CONTENT = re.compile(
     rf"^\s*(?:{YEAR}[a-z]?|n\.\s?d\.|o\.\s?J\.)(?:\s*,\s*(?:{YEAR}[a-z]?))*"
-    r"(?:\s*,\s*(?:p|pp|S|s)\.\s*[\dIVXivx]+(?:\s*[\u2013\-]\s*\d+)?(?:\s*f{1,2}\.)?)?\s*$"
+    r"(?:\s*,\s*(?:p|pp|S|s)\.\s*[\dIVXivx]+(?:\s*[\u2013\-]\s*\d+)?(?:\s*f{1,2}\.)?"
+    # Harvard's colon locator: "Helfat et al. (2007: 4)".
+    r"|\s*:\s*\d+(?:\s*[\u2013\-]\s*\d+)?)?\s*$"
 )
-_IBID = re.compile(r"^\s*(?:ebd\.|ebenda|ibid\.?|ibidem)", re.IGNORECASE)
+# "ebd." may carry the same lead-in as any other marker: "(vgl. ebd., S. 41)".
+_IBID = re.compile(
+    r"^\s*(?:(?:vgl\.|siehe|see|cf\.)\s+)?(?:ebd\.|ebenda|ibid\.?|ibidem)", re.IGNORECASE
+)
+# A group author's abbreviation introduced in the marker: "(World Health Organization [WHO], 2019)".
+_ABBR_TAIL = re.compile(r"\s*\[[^\[\]]{1,15}\](\s*,?\s*)$")
+# Names of laws and agreements read like a surname before a year ("the Localism Act (2011)");
+# unless the reference list has such an author, they are not citations.
+_DOCUMENT_NOUNS = frozenset(
+    [
+        "act",
+        "accord",
+        "agreement",
+        "amendment",
+        "charter",
+        "convention",
+        "declaration",
+        "directive",
+        "protocol",
+        "regulation",
+        "statute",
+        "treaty",
+        "census",
+        "gesetz",
+        "verordnung",
+        "richtlinie",
+        "abkommen",
+        "novelle",
+    ]
+)
 _NUM_LIST = r"\d{1,4}(?:\s*[\u2013\-\u2014]\s*\d{1,4})?(?:\s*[,;]\s*\d{1,4}(?:\s*[\u2013\-\u2014]\s*\d{1,4})?)*"
-_BRACKETS = re.compile(rf"\[\s*({_NUM_LIST})\s*\]")
+# IEEE puts a pinpoint after the number: "[10, p. 5]", "[7, Ch. 4]", "[3, Eq. (2)]".
+_PINPOINT = (
+    r"\s*,\s*(?i:pp?|ch|chap|sec|secs|fig|figs|eq|eqs|thm|tab|table|app|appx|para|l|ll|s|kap|abschn)"
+    r"\.?\s*\(?[\w.]+\)?(?:\s*[\u2013\-]\s*[\w.]+)?"
+)
+# "[2]\u2013[5]" is IEEE's range across brackets: one marker citing 2, 3, 4 and 5.
+_BRACKETS = re.compile(
+    rf"\[\s*({_NUM_LIST})(?:{_PINPOINT})?\s*\](?:\s*[\u2013\-\u2014]\s*\[\s*(\d{{1,4}})\s*\])?"
+)
 _PARENS_NUM = re.compile(rf"\(\s*({_NUM_LIST})\s*\)")
+# One number in parentheses after these words refers to an equation or a part of the document
+# ("Equation (3)", "the formula in (2)", "Table (4)"), not to a reference entry. Plurals are left
+# out on purpose: "imputed by chained equations (15,16)" cites two entries.
+_NOT_A_CITATION_BEFORE = re.compile(
+    r"\b(?:equation|eqs?\.|formula|inequality|table|figs?\.|figure|section|chapter|appendix|step|"
+    r"gleichung|formel|tabelle|abb\.|abbildung|kapitel|schritt)\s+(?:(?:in|of|from|aus)\s+)?$",
+    re.IGNORECASE,
+)
 _PARTICLES = {
     "van",
     "von",
@@ -181,7 +228,7 @@ class _Vocabulary:
         self.surnames: set[str] = set()
         self.multiword: set[str] = set()
         for r in refs:
-            for a in r.authors:
+            for a in [*r.authors, *r.aliases]:
                 f = fold(a)
                 self.surnames.add(f)
                 self.surnames.update(f.split())
@@ -199,10 +246,36 @@ def _split_chain(chain: str) -> list[str]:
     return [p for p in re.split(_CONN, chain) if p]
 
 
+def _known_name_before(window: str, vocab: _Vocabulary) -> tuple[int, str] | None:
+    """A multi-word author of the list ending ``window`` as the sole author, or None.
+
+    Group authors (``World Health Organization``, ``Department for Business, Energy and
+    Industrial Strategy``) and particle surnames (``van der Borg``) contain words, commas and
+    "and" that the name-chain grammar would split. The longest known name wins; one that
+    follows a connector is the last of several authors and is left to the chain grammar.
+    """
+    if not vocab.multiword:
+        return None
+    text = window.rstrip().rstrip(",").rstrip()
+    words = text.split()
+    for k in range(min(len(words), 8), 1, -1):
+        cand = " ".join(words[-k:])
+        if fold(cand) not in vocab.multiword:
+            continue
+        start = len(text) - len(cand)
+        if re.search(r"(?:&|\band|\bund|,|/)\s*$", text[:start]):
+            return None
+        return start, cand
+    return None
+
+
 def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str]] | None:
     """The author chain ending ``prefix``: (start offset in prefix, surnames) or None."""
     window = prefix[-160:]
     offset = len(prefix) - len(window)
+    known = _known_name_before(window, vocab)
+    if known:
+        return offset + known[0], [known[1]]
     m = _CHAIN.search(window)
     if not m:
         return None
@@ -229,6 +302,20 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str]] | No
         start += cut
     elif len(names) == 1 and vocab.is_prose(names[0]) and _SENTENCE_START.search(window[:start]):
         return None
+    # An author list joins its last name with "and": "Schüler und Schülerinnen, Lucksnat" is prose
+    # followed by one author, so only the names after the last comma are kept.
+    joins = [c for c in re.finditer(_CONN, chain) if re.search(r"&|\band\b|\bund\b|/", c.group())]
+    if joins:
+        commas = [
+            c
+            for c in re.finditer(_CONN, chain[joins[-1].end() :])
+            if re.fullmatch(r"\s*,\s*", c.group())
+        ]
+        if commas:
+            cut = joins[-1].end() + commas[-1].end()
+            chain = chain[cut:]
+            start += cut
+            names = _split_chain(chain)
     # A comma list without a final "and" is a sentence, not an author list: keep the last name.
     if len(names) > 1 and not re.search(r"(?:&|\band\b|\bund\b|/)", chain):
         last = names[-1]
@@ -248,6 +335,12 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str]] | No
                 start = len(before) - len(" ".join(words[-k:]))
                 names[0] = cand
                 break
+    if len(names) == 1:
+        # A possessive ("Porter\u2019s (1985) value chain") cites Porter.
+        names[0] = re.sub(r"(?<=\w)['\u2019]s?$", "", names[0])
+        f = fold(names[0])
+        if f in _DOCUMENT_NOUNS and f not in vocab.surnames:
+            return None
     return offset + start, names
 
 
@@ -273,7 +366,7 @@ def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
                 keys.append(_year_key(author, m.group(1), m.group(2)))
                 last_end = m.end()
                 continue
-            found = _chain_before(part[pos : m.start()], vocab)
+            found = _chain_before(_ABBR_TAIL.sub(r"\1", part[pos : m.start()]), vocab)
             if not found:
                 continue
             author = found[1][0]
@@ -368,8 +461,17 @@ def _numeric_markers(block: Block, style: str, max_number: int) -> list[Citation
     pattern = _BRACKETS if style == "ieee" else _PARENS_NUM
     out = []
     for m in pattern.finditer(block.text):
-        keys = _expand(m.group(1))
+        if style == "ieee" and m.group(2) and re.fullmatch(r"\s*\d{1,4}\s*", m.group(1)):
+            keys = _expand(f"{m.group(1)}\u2013{m.group(2)}")
+        else:
+            keys = _expand(m.group(1))
         if not keys:
+            continue
+        if (
+            style != "ieee"
+            and len(keys) == 1
+            and _NOT_A_CITATION_BEFORE.search(block.text[max(0, m.start() - 40) : m.start()])
+        ):
             continue
         # "(2019)" in a numbered document is a year, not reference 2019.
         if max_number < 1000 and all(1500 <= k["number"] <= 2100 for k in keys):

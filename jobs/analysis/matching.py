@@ -84,6 +84,10 @@ class Index:
             if last != a:
                 self.by_author_year[last, base].append(r.index)
                 self.by_author[last].append(r.index)
+            # A group author's abbreviation ("WHO" for "World Health Organization").
+            for alias in {fold(x) for x in r.aliases} - {a, last}:
+                self.by_author_year[alias, base].append(r.index)
+                self.by_author[alias].append(r.index)
 
     def closest(self, author: str) -> Reference | None:
         if not self.surnames:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from .blocks import Block, html_blocks
 from .citations import NUMERIC, parse_citations
 from .extract import ExtractedDocument
-from .references import Reference, parse_references
+from .references import Reference, add_abbreviations, parse_references
 
 
 @dataclass
@@ -52,6 +52,9 @@ def parse_blocks(blocks: list[Block]) -> ParsedDocument:
     style = detect_style(body, refs)
     if style in NUMERIC:
         refs, section = parse_references(blocks, numbered=True)
+    elif any(r.authors and " " in r.authors[0] for r in refs):
+        # Only group authors have abbreviations worth looking for; most lists have none.
+        add_abbreviations(refs, "\n".join(b.text for b in body))
     style, citations = parse_citations(blocks, refs, section, style)
     return ParsedDocument(
         style=style,

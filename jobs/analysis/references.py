@@ -40,6 +40,13 @@ _PAREN_YEAR = re.compile(
 )
 _ANY_YEAR = re.compile(rf"(?<![\d/.\-])({YEAR})([a-z]?)(?![\d/])")
 _INITIALS = re.compile(r"^(?:[A-Z][a-z]?\.\s?-?)+$|^[A-Z]{1,3}$")
+# "Kultusministerkonferenz (KMK)", "World Health Organization [WHO]": a group author with the
+# short form the text cites it by.
+_ABBREVIATED = re.compile(r"^(.*?\S)\s*[\[(]\s*([A-Z][A-Za-z&]{1,11})\s*[\])]$")
+# Lower-case words that occur inside the name of an organisation but not in a personal name list.
+_ORG_WORD = re.compile(r"\s(?:of|for|on|the|für)\s")
+# The start of an author-year entry: optional lower-case particles, then a capital.
+_ENTRY_HEAD = re.compile(r"^(?:[a-z]{1,4}\s+){0,3}[^\W\d_a-z]")
 _QUOTED = re.compile(r"[\"\u201c\u2018'](.+?)[,.]?[\"\u201d\u2019'](?=[\s,.]|$)")
 
 
@@ -57,6 +64,8 @@ class Reference:
     venue: str | None = None
     doi: str | None = None
     doi_valid: bool = False
+    # Other names the text cites the first author by (a group author's abbreviation).
+    aliases: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -114,6 +123,8 @@ def extract_doi(text: str) -> str | None:
         if not m:
             return None
         doi = m.group(1)
+    # "DOI: https://doi.org/10..." names the resolver twice; the DOI is what follows it.
+    doi = re.sub(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", "", doi, flags=re.IGNORECASE)
     doi = doi.rstrip(".,;")
     # A closing parenthesis belongs to the DOI only if it opened one.
     while doi.endswith(")") and doi.count("(") < doi.count(")"):
@@ -132,9 +143,31 @@ def _surname_from_given_first(name: str) -> str:
     return " ".join(rest) if rest else name
 
 
+def _group_author(segment: str) -> str | None:
+    """The whole segment if it names one organisation rather than a list of people.
+
+    ``World Bank``, ``R Core Team``, ``OECD``, ``Agency for Healthcare Research and Quality``,
+    ``Department for Business, Energy and Industrial Strategy``: no initials anywhere, and
+    either no separator at all or a lower-case function word inside the first name.
+    """
+    seg = re.sub(r"\s*\((?:ed|eds|hrsg|hg)\.?\)\s*$", "", segment.strip(), flags=re.IGNORECASE)
+    seg = seg.rstrip(" .")
+    if not seg or ";" in seg or "/" in seg or re.search(r"(?:^|[\s,])[A-Z][a-z]?\.", seg):
+        return None
+    first = seg.split(",")[0]
+    # "and" alone joins two people ("Smith and Jones"); an organisation has other small words.
+    org = _ORG_WORD.search(f" {re.sub(r'\s(?:and|und)\s', ' ', first)} ")
+    if "," not in seg and not re.search(r"\s(?:&|and|und)\s", seg):
+        return seg
+    return seg if org else None
+
+
 def _split_author_year_names(segment: str) -> list[str]:
     """Surnames from ``Smith, J. A., Jones, B., & Lee, C.`` or ``Bauer, W.; Ek, J.``."""
     segment = re.sub(r"\s*(?:et al\.?|u\.\s?a\.|and others|\.\.\.)\s*$", "", segment.strip())
+    group = _group_author(segment)
+    if group is not None:
+        return [group]
     if ";" in segment:
         parts = [p.strip() for p in segment.split(";")]
         return [p.split(",")[0].strip() for p in parts if p.strip()]
@@ -158,6 +191,11 @@ def _parse_author_year(ref: Reference, body: str) -> bool:
         return False
     ref.year = m.group(1).replace(" ", "")
     ref.authors = _split_author_year_names(body[: m.start()])
+    if ref.authors:
+        short = _ABBREVIATED.match(ref.authors[0])
+        if short:
+            ref.authors[0] = short.group(1)
+            ref.aliases.append(short.group(2))
     rest = body[m.end() :].lstrip(".: ")
     q = _QUOTED.match(rest)
     if q:
@@ -237,6 +275,36 @@ def _looks_like_entry(text: str) -> bool:
     )
 
 
+def _starts_entry(line: str) -> bool:
+    """Whether a line reads like the first line of an entry (not the continuation of one)."""
+    if _NUMBER.match(line):
+        return True
+    return bool(_ENTRY_HEAD.match(line)) and bool(_PAREN_YEAR.search(line[:250]))
+
+
+def _entries_of(block: Block) -> list[Block]:
+    """The entries of one block: usually the block itself.
+
+    A list typed one entry per line into a single paragraph (Markdown without blank lines,
+    entries separated by line breaks in Word or HTML) is cut at the lines that start an entry;
+    lines that do not (a hard-wrapped entry's continuation) stay with the entry before them.
+    """
+    if not block.breaks:
+        return [block]
+    lines = [ln for ln in block.lines() if ln]
+    starts = [_starts_entry(ln) for ln in lines]
+    if len(lines) < 2 or not starts[0] or sum(starts) < 2:
+        return [block]
+    entries: list[list[str]] = []
+    for ln, is_start in zip(lines, starts, strict=True):
+        if is_start:
+            entries.append([ln])
+        else:
+            entries[-1].append(ln)
+    # An ordinal of the enclosing list item numbers the block, not each entry in it.
+    return [Block(block.index, block.tag, " ".join(e)) for e in entries]
+
+
 def parse_references(
     blocks: list[Block], numbered: bool
 ) -> tuple[list[Reference], tuple[int, int] | None]:
@@ -249,5 +317,22 @@ def parse_references(
     for b in blocks[start:end]:
         if not _looks_like_entry(b.text) and len(b.text) < 40:
             continue  # stray furniture such as a lone page label
-        refs.append(parse_reference(len(refs), b, numbered))
+        for entry in _entries_of(b):
+            refs.append(parse_reference(len(refs), entry, numbered))
     return refs, section
+
+
+def add_abbreviations(refs: list[Reference], body_text: str) -> None:
+    """Record the short forms a text defines for group authors: ``Name [ABBR]``/``Name (ABBR)``.
+
+    APA introduces a group author's abbreviation at its first citation, ``(World Health
+    Organization [WHO], 2019)``, and cites ``(WHO, 2019)`` afterwards while the list keeps the
+    full name; the abbreviation becomes an alias of that entry's first author.
+    """
+    for r in refs:
+        if not r.authors or " " not in r.authors[0]:
+            continue
+        pattern = re.escape(r.authors[0]).replace(r"\ ", r"\s+")
+        for m in re.finditer(rf"{pattern}\s*[\[(]\s*([A-Z][A-Za-z&]{{1,11}})\s*[\])]", body_text):
+            if m.group(1) not in r.aliases:
+                r.aliases.append(m.group(1))

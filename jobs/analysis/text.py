@@ -61,6 +61,28 @@ def normalize(text: str) -> str:
     return _WS.sub(" ", join_line_hyphens(clean_chars(text))).strip()
 
 
+def line_starts(raw: str, text: str) -> tuple[int, ...]:
+    """Offsets in ``text`` (``normalize(raw)``) at which a line of ``raw`` begins, first excepted.
+
+    Lines are cut where :func:`normalize` collapsed a newline; a hyphenated line end that
+    :func:`normalize` joins is no break. Empty tuple if the offsets cannot be reconstructed.
+    """
+    starts: list[int] = []
+    pos = 0
+    parts = 0
+    for line in join_line_hyphens(clean_chars(raw)).split("\n"):
+        t = _WS.sub(" ", line).strip()
+        if not t:
+            continue
+        if parts:
+            pos += 1  # the single space that replaced the line break
+            starts.append(pos)
+        pos += len(t)
+        parts += 1
+    # Any other white space normalisation would shift the offsets; then there are none.
+    return tuple(starts) if pos == len(text) else ()
+
+
 def _is_letter(ch: str) -> bool:
     return ch.isalpha()
 
