@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from jobs.durable import start, task
 from jobs.models import (
     AnalysisJob,
     AnalysisRun,
@@ -151,6 +152,8 @@ def seed(owners) -> dict:
         ]
     ):
         AnalysisJob.objects.create(
+            # A real engine instance, so the dashboard links its graph.
+            workflow_id=start(task("jobs.pipeline.plan"), label=f"in-progress-{i}"),
             owner=owners[i % len(owners)],
             filename=f"in-progress-{i}.docx",
             upload=b"x",
@@ -215,6 +218,9 @@ def test_dashboard_renders_in_chromium_and_is_saved_as_a_screenshot(
     )
     assert tallest > 20
 
+    graphs = page.locator("#inflight a", has_text="graph")
+    assert graphs.count() == 5
+
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
     assert SCREENSHOT.stat().st_size > 20_000
@@ -225,4 +231,8 @@ def test_dashboard_renders_in_chromium_and_is_saved_as_a_screenshot(
     page.wait_for_url(f"{live_server.url}/admin/jobs/analysisjob/dashboard/")
     assert "Record now: 1 written." in page.locator(".messagelist").inner_text()
     assert AnalysisRun.objects.get(pk=world["old"].run_id).saved_by == "worker"
+    # A job's workflow link opens the engine's instance page.
+    href = page.locator("#inflight a", has_text="graph").first.get_attribute("href")
+    assert href.startswith("/admin/durable/instance/")
+    assert page.request.get(href).ok
     context.close()
