@@ -454,3 +454,18 @@ def test_small_axes_draw_only_whole_number_gridlines(now):
     hours = [now.replace(hour=h, minute=0) for h in range(4, 6)]
     chart = dashboard.bar_chart("t", list(zip(hours, [1, 0], strict=True)), css_class="x")
     assert [g["label"] for g in chart.gridlines] == ["0", "1"]
+
+
+def test_the_page_follows_the_window_and_grace_settings(settings, place_job, now):
+    settings.ACURIO_INFLIGHT_WINDOW_MINUTES = 10
+    settings.ACURIO_SWEEP_GRACE_SECONDS = 900
+    place_job(finished=now - timedelta(minutes=5))  # in the window, within grace
+    place_job(finished=now - timedelta(minutes=12))  # outside the window, within grace
+    place_job(finished=now - timedelta(minutes=20))  # outside the window, past grace
+
+    data = dashboard.build_dashboard(now)
+
+    assert data["in_flight"]["window_minutes"] == 10
+    assert data["in_flight"]["total"] == 1
+    assert (data["ghosts"]["within_grace"], data["ghosts"]["past_grace"]) == (2, 1)
+    assert data["ghosts"]["outside_window"] == 2
