@@ -19,7 +19,7 @@ from django.utils.module_loading import import_string
 from jobs.durable.engine import Graph, StepRow, Txn, load_graph, node_label
 from jobs.durable.errors import DefinitionError, InstanceNotFound
 from jobs.durable.graph import Node, compile_graph, iter_spec
-from jobs.durable.kinds import get_kind
+from jobs.durable.kinds import composite_kinds, get_kind
 from jobs.durable.models import Instance, InstanceQuerySet, InstanceStatus, Step, StepStatus
 
 RECOVERY_BATCH = 500
@@ -233,10 +233,10 @@ def current_step(instance_id: uuid.UUID | str) -> dict[str, Any] | None:
         # Scans this instance's steps through the (instance, key) unique index.
         cursor.execute(
             "SELECT id, node_id, kind, status, parent_id FROM durable_step"
-            " WHERE instance_id = %s AND kind NOT IN ('seq', 'all', 'fan_out')"
+            " WHERE instance_id = %s AND kind <> ALL(%s)"
             " ORDER BY CASE status WHEN 'running' THEN 0 WHEN 'ready' THEN 1 ELSE 2 END,"
             " (CASE WHEN status IN ('running', 'ready') THEN id ELSE -id END) LIMIT 1",
-            [pk],
+            [pk, composite_kinds()],
         )
         row = cursor.fetchone()
         if row is None:
@@ -381,7 +381,7 @@ def _explain_text(data: dict[str, Any]) -> str:
         parts = [f"{node['label']}: {node['state']}"]
         if node["chunks"]:
             parts.append(", ".join(f"{n} {s}" for s, n in sorted(node["chunks"].items())))
-        if node["attempts"] > 1 or (node["attempts"] and node["kind"] in ("task", "sql")):
+        if node["attempts"] > 1 or (node["attempts"] and get_kind(node["kind"]).leaf):
             parts.append(f"attempts {node['attempts']}")
         if node["seconds"] is not None:
             parts.append(f"{node['seconds']:.3f}s")

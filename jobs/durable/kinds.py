@@ -61,6 +61,11 @@ def get_kind(name: str) -> Kind:
         ) from None
 
 
+def composite_kinds() -> list[str]:
+    """Names of the kinds that are not leaves (their steps are never claimed)."""
+    return sorted(name for name, kind in _REGISTRY.items() if not kind.leaf)
+
+
 class Kind:
     name: ClassVar[str] = ""
     leaf: ClassVar[bool] = False

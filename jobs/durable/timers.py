@@ -176,6 +176,22 @@ class WaitForSignal(Node):
         return {**self._base(), "signal": self.signal, "timeout": self.timeout, "opts": {}}
 
 
+def _lock_signal(instance_id: uuid.UUID, name: str) -> None:
+    """Serialise signal() with the activation of a wait for the same signal.
+
+    Without it, a signal committed while a wait is being activated could be missed by both:
+    signal() finds no waiting step (not yet committed), the activation finds no kept signal
+    (not yet committed), and the wait sleeps through its signal. Whichever takes this
+    transaction-scoped lock second sees the other's committed row. Only these two paths take
+    it, so it cannot deadlock with the engine's row locks.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"signal/{instance_id}/{name}"],
+        )
+
+
 def _take_kept(instance_id: uuid.UUID, name: str, step_id: int, now: datetime) -> tuple | None:
     """Bind the oldest kept signal of this name to the step; ``(data,)`` or None."""
     with connection.cursor() as cursor:
@@ -204,6 +220,7 @@ class WaitForSignalKind(Kind):
         run_at = None if timeout is None else txn.now + timedelta(seconds=timeout)
         step = txn.insert_step(node, parent, status="ready", run_at=run_at, chunk_index=chunk_index)
         # A signal sent before this wait started was kept: take it and be due at once.
+        _lock_signal(step.instance_id, node["signal"])
         if _take_kept(step.instance_id, node["signal"], step.id, txn.now) is not None:
             with connection.cursor() as cursor:
                 cursor.execute(
@@ -290,6 +307,7 @@ def signal(instance_id: uuid.UUID | str, name: str, data: Any = None, *, user: A
         ]
         if not nodes:
             raise SignalError(f"workflow instance {pk} never waits for a signal named {name!r}")
+        _lock_signal(pk, name)
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT s.id FROM durable_step AS s WHERE s.instance_id = %s"

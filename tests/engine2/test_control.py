@@ -7,6 +7,7 @@ import pytest
 from jobs.durable import (
     Break,
     DefinitionError,
+    current_step,
     explain,
     loop,
     result,
@@ -215,3 +216,11 @@ def test_explain_draws_the_new_operators(worker, clock):
     assert "loop until Break: completed" in text
     assert "when n: completed" in text
     assert "cancelled" in text  # the race's loser
+
+
+def test_current_step_reports_the_leaf_inside_the_new_composites(worker, clock):
+    iid = start((t("fast") | t("slow_a")) >> loop(t("count").as_("n")), input={"stop": 2})
+    now = current_step(iid)
+    assert now["kind"] == "task" and now["state"] == "ready", "not the running race/loop row"
+    worker.drain()
+    assert current_step(iid)["kind"] == "task" and status(iid) == "completed"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from jobs.durable import (
     DefinitionError,
     InstanceNotFound,
     SignalError,
+    Worker,
     cancel,
     result,
     signal,
@@ -223,3 +225,55 @@ def test_waits_lists_until_when_and_which_signal(worker, clock):
 
 def approval_flow_branch():
     return wait_for_schedule("0 12 * * *")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_signal_racing_the_activation_of_its_wait_is_not_lost():
+    """signal() commits while the wait is being activated in another transaction: the
+    activation waits for it (an advisory lock) and takes the kept signal."""
+    iid = start(t("fast") >> sleep(0) >> approval_flow())
+    # Run the first step, so the instance is running: the sleep's checkpoint then activates
+    # the wait without touching the instance row (which signal() locks).
+    Worker(worker_id="race-test").drain(max_steps=1)
+    assert status(iid) == "running" and wait_step(iid, "sleep").status == "ready"
+    sent, release = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def send() -> None:
+        try:
+            with transaction.atomic():
+                outcome["taken"] = signal(iid, "approval", "raced")
+                sent.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def work() -> None:
+        try:
+            outcome["steps"] = Worker(worker_id="race-test").drain()
+        finally:
+            connection.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    assert sent.wait(30)
+    worker_thread = threading.Thread(target=work)
+    worker_thread.start()
+    # Wait until the worker's activation is blocked on the signal's lock.
+    with connection.cursor() as cursor:
+        for _ in range(3000):
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            )
+            if cursor.fetchone()[0]:
+                break
+            threading.Event().wait(0.01)
+        else:
+            release.set()
+            pytest.fail("the activation never waited for the signal's lock")
+    release.set()
+    sender.join(30)
+    worker_thread.join(60)
+    assert outcome["taken"] is False, "no wait was open when it was sent: kept"
+    assert outcome["steps"] >= 2, "the sleep, then the wait woken by the kept signal"
+    assert result(iid) == {"signal": "approval", "timed_out": False, "data": "raced"}
