@@ -24,16 +24,29 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
+    """One Chromium per test module.
+
+    Module scope, not session: while Playwright's sync API is alive, its event loop counts as
+    running in this thread, which Django's async-safety check (relaxed here) and any other
+    test's asyncio.run() would trip over. It is stopped before the next module's tests.
+    """
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
     playwright_sync = pytest.importorskip("playwright.sync_api")
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with playwright_sync.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
