@@ -193,7 +193,7 @@ def test_four_workers_never_run_a_step_twice(checkpoint_log):
         >> task(S + "items").as_("xs")
         >> fan_out(task(S + "record"), over="xs", chunk=1)
     )
-    for _ in range(40):
+    for _ in range(30):
         start(flow, input={"count": 4})
     procs = [spawn_worker("--poll-interval", "0.2") for _ in range(4)]
     try:
@@ -207,7 +207,7 @@ def test_four_workers_never_run_a_step_twice(checkpoint_log):
     assert codes == [0, 0, 0, 0]
     assert set(Instance.objects.values_list("status", flat=True)) == {"completed"}
     leaves = Step.objects.filter(kind="task").exclude(node_id=5)  # 'items' writes no row
-    assert_every_step_ran_exactly_once_for(leaves.count(), 40 * 7)
+    assert_every_step_ran_exactly_once_for(leaves.count(), 30 * 7)
     assert max(checkpoints_per_step().values()) == 1
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(DISTINCT pid) FROM engine_rows")

@@ -21,7 +21,7 @@ from tests.engine.steps import ROWS_DDL
 
 pytestmark = pytest.mark.slow
 
-WORKFLOWS = 150
+WORKFLOWS = 120
 
 
 def manage(*args: str, env: dict[str, str], timeout: float = 180) -> str:
@@ -106,11 +106,11 @@ def test_workers_reconnect_after_postgresql_restarts_and_finish_everything(priva
     ]
     sweeper = subprocess.Popen([sys.executable, "-m", "tests.engine.sweep_loop"], cwd=ROOT, env=env)
     try:
-        wait_until(url, done_sql, 20, timeout=90)
+        wait_until(url, done_sql, 15, timeout=90)
         restart()
         after_first = count(url, done_sql)
         assert after_first < WORKFLOWS, "the restart happened while work remained"
-        wait_until(url, done_sql, after_first + 20, timeout=90)
+        wait_until(url, done_sql, after_first + 15, timeout=90)
         restart()
         wait_until(url, done_sql, WORKFLOWS, timeout=120)
         for proc in procs:
