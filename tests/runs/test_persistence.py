@@ -275,3 +275,62 @@ def test_unknown_writer_is_refused(make_job):
     with pytest.raises(ValueError, match="saved_by must be one of"):
         save_run(job.pk, "admin")
     assert not AnalysisRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_client_save_queued_behind_a_sweeper_claims_once_it_commits(make_job):
+    """A tab saving while a sweeper's batch holds the job waits for it, then claims.
+
+    The client's statement snapshot predates the sweeper's commit; the result must still say
+    "claim" (the row held this job), and the body must not be written a second time.
+    """
+    import threading
+
+    from django.db import connection, transaction
+
+    job = make_job()
+    recorded, release = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def sweeper():
+        try:
+            with transaction.atomic():
+                outcome["worker"] = save_run(job.pk, "worker")
+                recorded.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def tab():
+        try:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_backend_pid()")
+                outcome["tab_pid"] = cur.fetchone()[0]
+            outcome["client"] = save_run(job.pk, "client")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sweeper), threading.Thread(target=tab)]
+    threads[0].start()
+    assert recorded.wait(30)
+    threads[1].start()
+    # The tab's statement is waiting on the sweeper's lock on the job row.
+    for _ in range(300):
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                [outcome.get("tab_pid")],
+            )
+            row = cur.fetchone()
+        if row and row[0] == "Lock":
+            break
+        threading.Event().wait(0.05)
+    else:
+        raise AssertionError("the tab's save never waited for the sweeper's lock")
+    release.set()
+    for t in threads:
+        t.join(30)
+    assert outcome["worker"].action == "write"
+    assert outcome["client"].action == "claim"
+    run = AnalysisRun.objects.get(pk=job.run_id)
+    assert (run.saved_by, run.job_id) == ("client", job.pk)
