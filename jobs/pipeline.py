@@ -74,6 +74,7 @@ class Stage:
     EXTRACT = "extract"
     PARSE = "parse"
     VERIFY = "verify"
+    RESOLVE = "resolve"
     FINALIZE = "finalize"
     DONE = "complete"
 
@@ -229,21 +230,25 @@ def verify(ctx) -> list[dict]:
     # so repeating them here would store every marker and its context twice more.
     slim = [{k: v[k] for k in VERDICT_FIELDS if k in v} for v in verdicts]
     # The update comes last so the job row is locked only for the end of this transaction.
-    count_verified(_job_id(ctx), len(ids))
+    count_verified(
+        _job_id(ctx),
+        len(ids),
+        next_stage=Stage.RESOLVE if ctx.input.get("resolver_url") else Stage.FINALIZE,
+    )
     return slim
 
 
-def count_verified(job_id: int, count: int) -> None:
+def count_verified(job_id: int, count: int, next_stage: str = Stage.FINALIZE) -> None:
     """Add ``count`` verified citations to the job's progress, atomically.
 
     Children run in parallel on several workers, so this adds to the count rather than
-    setting it; whichever chunk completes the count hands the progress over to finalize.
+    setting it; whichever chunk completes the count hands the progress to the next stage.
     """
     done = F("progress_done") + count
     AnalysisJob.objects.filter(pk=job_id).update(
         progress_done=done,
         progress_step=Case(
-            When(progress_total__lte=done, then=Value(Stage.FINALIZE)),
+            When(progress_total__lte=done, then=Value(next_stage)),
             default=F("progress_step"),
         ),
         updated_at=timezone.now(),
@@ -255,9 +260,11 @@ def resolve(ctx) -> list[dict]:
     parsed = ctx["parsed"]
     resolver = analysis.Resolver(ctx.input["resolver_url"])
     try:
-        return [resolver.check(ref) for ref in analysis.references_of(parsed)]
+        results = [resolver.check(ref) for ref in analysis.references_of(parsed)]
     finally:
         resolver.close()
+    _progress(_job_id(ctx), Stage.FINALIZE)
+    return results
 
 
 class _Resolved:

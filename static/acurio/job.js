@@ -23,14 +23,15 @@
     extract: "Extracting the text…",
     parse: "Finding citations and references…",
     verify: "Checking citations",
+    resolve: "Looking up the references…",
     finalize: "Writing the report…",
     complete: "Done: opening the report…",
     failed: "Failed"
   };
   // Where each step sits on the bar; verify fills its span by done/total.
   var STEP_SPAN = {
-    queued: [0, 3], extract: [3, 10], parse: [10, 20], verify: [20, 90],
-    finalize: [90, 98], complete: [100, 100], failed: [100, 100]
+    queued: [0, 3], extract: [3, 10], parse: [10, 20], verify: [20, 88],
+    resolve: [88, 93], finalize: [93, 98], complete: [100, 100], failed: [100, 100]
   };
 
   function percent(job) {

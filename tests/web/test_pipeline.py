@@ -304,6 +304,11 @@ def test_the_chunk_that_completes_the_count_hands_over_to_finalize(make_job):
     pipeline.count_verified(job.pk, 2)
     job.refresh_from_db()
     assert (job.progress_step, job.progress_done) == ("finalize", 10)
+    # With a resolver configured the lookups come first.
+    AnalysisJob.objects.filter(pk=job.pk).update(progress_done=9, progress_step="verify")
+    pipeline.count_verified(job.pk, 1, next_stage="resolve")
+    job.refresh_from_db()
+    assert job.progress_step == "resolve"
 
 
 def test_with_a_remote_judge_the_save_queues_the_judging_for_a_worker(
