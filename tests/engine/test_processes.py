@@ -133,13 +133,51 @@ def test_idle_worker_wakes_on_notify_not_on_polling():
     proc = spawn_worker("--poll-interval", "600")
     try:
         wait_for(worker_is_idle, what="the worker's first (empty) claim, after its LISTEN")
+        backends_before = claiming_backends()
         iid = start(task(S + "record") >> task(S + "record"))
         wait_for(lambda: status(iid) == "completed", timeout=30, what="completion")
+        start(task(S + "record"))
+        wait_for(lambda: unfinished() == 0, timeout=30, what="the second instance")
+        backends_after = claiming_backends()
         proc.send_signal(signal.SIGTERM)
         code, out = finish(proc)
     finally:
         proc.kill()
     assert code == 0, out
+    assert backends_after == backends_before, "the worker kept its one connection"
+
+
+def claiming_backends() -> set[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query LIKE %s AND pid <> pg_backend_pid()",
+            ["%FOR UPDATE SKIP LOCKED%"],
+        )
+        return set(cursor.fetchall())
+
+
+def test_heartbeat_keeps_a_long_step_leased_while_the_sweeper_runs():
+    from jobs.durable import recover_expired_leases
+
+    iid = start(task(S + "sleep_long"), input={"seconds": 5})
+    # Renewed every 2/3 s; the slack absorbs a loaded machine's scheduling delays.
+    proc = spawn_worker("--poll-interval", "0.2", ACURIO_LEASE_SECONDS="2")
+    recovered = 0
+    try:
+        # 2.5 lease lengths of work: without renewals the sweeper would take it back.
+        while status(iid) != "completed":
+            recovered += recover_expired_leases()
+            time.sleep(0.2)
+            assert proc.poll() is None, proc.stdout.read()
+        proc.send_signal(signal.SIGTERM)
+        code, out = finish(proc)
+    finally:
+        proc.kill()
+    assert code == 0, out
+    assert recovered == 0
+    step = Step.objects.get(instance_id=iid)
+    assert (step.status, step.attempts) == ("completed", 1)
 
 
 def test_worker_once_exits_when_nothing_is_ready():
