@@ -35,9 +35,10 @@ _NARRATIVE_CONTENT = re.compile(
     # Harvard's colon locator: "Helfat et al. (2007: 4)".
     r"|\s*:\s*\d+(?:\s*[\u2013\-]\s*\d+)?)?\s*$"
 )
-# "ebd." may carry the same lead-in as any other marker: "(vgl. ebd., S. 41)".
+# "ebd." may carry the same lead-in as any other marker: "(vgl. ebd., S. 41)",
+# "(dazu ausführlich ebd.)".
 _IBID = re.compile(
-    r"^\s*(?:(?:vgl\.|siehe|see|cf\.)\s+)?(?:ebd\.|ebenda|ibid\.?|ibidem)", re.IGNORECASE
+    r"^\s*(?:[^\W\d_]+\.?,?\s+){0,3}(?:ebd\.|ebenda|ibid\.?|ibidem)(?![^\W\d_])", re.IGNORECASE
 )
 # A group author's abbreviation introduced in the marker: "(World Health Organization [WHO], 2019)".
 _ABBR_TAIL = re.compile(r"\s*\[[^\[\]]{1,15}\](\s*,?\s*)$")
@@ -465,7 +466,14 @@ def _numeric_markers(block: Block, style: str, max_number: int) -> list[Citation
             keys = _expand(f"{m.group(1)}\u2013{m.group(2)}")
         else:
             keys = _expand(m.group(1))
-        if not keys:
+        if not keys or any(k["number"] == 0 for k in keys):
+            continue  # entries are numbered from 1: "[0, 1]" is an interval
+        # "x[4]", "hist[4]": a bracket glued to a word indexes an array; IEEE puts a space first.
+        if (
+            style == "ieee"
+            and m.start()
+            and (block.text[m.start() - 1].isalnum() or block.text[m.start() - 1] == "_")
+        ):
             continue
         if (
             style != "ieee"
@@ -479,7 +487,38 @@ def _numeric_markers(block: Block, style: str, max_number: int) -> list[Citation
         c = Citation(m.group(0), keys, block.index, m.start(), m.end())
         c.context = _context(block.text, c.start, c.end)
         out.append(c)
+    if style != "ieee":
+        out = _drop_enumerations(block.text, out)
     return out
+
+
+def _drop_enumerations(text: str, found: list[Citation]) -> list[Citation]:
+    """Leave out "(1) were aged 18-65 years, (2) had a BMI of 30 or more and (3) owned ...".
+
+    An enumeration counts 1, 2, 3 within one sentence, each number opening a clause that goes
+    on in lower case; citations rarely do all of that at once.
+    """
+
+    def opens_clause(c: Citation) -> bool:
+        return bool(re.match(r"\s+[a-z\u00df-\u00ff]", text[c.end : c.end + 3]))
+
+    drop: set[int] = set()
+    for i, c in enumerate(found):
+        if c.keys != [{"number": 1}] or not opens_clause(c):
+            continue
+        run = [i]
+        for j in range(i + 1, len(found)):
+            nxt = found[j]
+            if (
+                nxt.keys != [{"number": len(run) + 1}]
+                or not opens_clause(nxt)
+                or re.search(r"[.!?]\s", text[found[run[-1]].end : nxt.start])
+            ):
+                break
+            run.append(j)
+        if len(run) >= 2:
+            drop.update(run)
+    return [c for i, c in enumerate(found) if i not in drop] if drop else found
 
 
 def parse_citations(

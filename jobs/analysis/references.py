@@ -43,6 +43,8 @@ _INITIALS = re.compile(r"^(?:[A-Z][a-z]?\.\s?-?)+$|^[A-Z]{1,3}$")
 # "Kultusministerkonferenz (KMK)", "World Health Organization [WHO]": a group author with the
 # short form the text cites it by.
 _ABBREVIATED = re.compile(r"^(.*?\S)\s*[\[(]\s*([A-Z][A-Za-z&]{1,11})\s*[\])]$")
+# "DLT \u2013 Deutscher Landkreistag": the short form first, then the full name.
+_ABBREVIATION_FIRST = re.compile(r"^([A-Z][A-Za-z&0-9]{1,11})\s+[\u2013\u2014-]\s+(\S.*)$")
 # Lower-case words that occur inside the name of an organisation but not in a personal name list.
 _ORG_WORD = re.compile(r"\s(?:of|for|on|the|für)\s")
 # The start of an author-year entry: optional lower-case particles, then a capital.
@@ -196,6 +198,9 @@ def _parse_author_year(ref: Reference, body: str) -> bool:
         if short:
             ref.authors[0] = short.group(1)
             ref.aliases.append(short.group(2))
+        elif short := _ABBREVIATION_FIRST.match(ref.authors[0]):
+            ref.authors[0] = short.group(2)
+            ref.aliases.append(short.group(1))
     rest = body[m.end() :].lstrip(".: ")
     q = _QUOTED.match(rest)
     if q:

@@ -103,3 +103,65 @@ def test_marker_text_is_normalised_like_the_truth():
     )
     parsed = parse(html)
     assert parsed.citations[0]["text"] == "(Hayes & Mortensen, 2023)"
+
+
+def test_group_author_with_abbreviation_and_possessive():
+    refs = [
+        "World Health Organization. (2019). Guidelines on physical activity. WHO.",
+        "Porter, M. E. (1985). Competitive advantage. Free Press.",
+    ]
+    body = [
+        "Adults need activity (World Health Organization [WHO], 2019), as the guideline says "
+        "(WHO, 2019, p. 4). Porter\u2019s (1985) value chain; the Localism Act (2011) aside."
+    ]
+    parsed = parse(_doc(body, refs))
+    assert [(c["text"], c["keys"][0]["author"]) for c in parsed.citations] == [
+        ("(World Health Organization [WHO], 2019)", "World Health Organization"),
+        ("(WHO, 2019, p. 4)", "WHO"),
+        ("Porter\u2019s (1985)", "Porter"),
+    ]
+    assert parsed.references[0]["authors"] == ["World Health Organization"]
+    assert parsed.references[0]["aliases"] == ["WHO"]
+
+
+def test_prose_list_before_one_author_and_ibid_with_lead_in():
+    refs = ["Lucksnat, Christin/Richter, Eric (2022): Titel. Münster: Waxmann."]
+    body = [
+        "Schülerinnen und Schüler, Lucksnat u. a. (2022) zufolge, lernen anders "
+        "(dazu ausführlich ebd., S. 9)."
+    ]
+    parsed = parse(_doc(body, refs, heading="Literaturverzeichnis"))
+    assert [c["text"] for c in parsed.citations] == [
+        "Lucksnat u. a. (2022)",
+        "(dazu ausführlich ebd., S. 9)",
+    ]
+    assert parsed.citations[1]["keys"] == [{"author": "Lucksnat", "year": "2022"}]
+
+
+def test_ieee_ranges_across_brackets_pinpoints_and_non_citations():
+    refs = [
+        f'[{n}] A. Author, "Title {n}," J. Test, vol. 1, pp. 1\u20132, 2020.' for n in range(1, 8)
+    ]
+    body = [
+        "Known [1]\u2013[3], see [4, p. 5] and [5, Fig. 2]; values lie in [0, 1] and hist[6] "
+        "holds the last sample [7]."
+    ]
+    parsed = parse(_doc(body, refs))
+    assert parsed.style == "ieee"
+    assert [(c["text"], [k["number"] for k in c["keys"]]) for c in parsed.citations] == [
+        ("[1]\u2013[3]", [1, 2, 3]),
+        ("[4, p. 5]", [4]),
+        ("[5, Fig. 2]", [5]),
+        ("[7]", [7]),
+    ]
+
+
+def test_vancouver_equation_numbers_and_enumerations_are_not_citations():
+    refs = [f"{n}. Author A, Author B. Title {n}. J Test. 2020;1(2):3-4." for n in range(1, 6)]
+    body = [
+        "Eligible were adults who (1) were aged 18 or over and (2) had diabetes (1,2). "
+        "The model in Equation (3) follows earlier work (4), imputed by chained equations (3,5)."
+    ]
+    parsed = parse(_doc(body, refs))
+    assert parsed.style == "vancouver"
+    assert [c["text"] for c in parsed.citations] == ["(1,2)", "(4)", "(3,5)"]

@@ -82,3 +82,36 @@ def test_doi_extraction_strips_sentence_punctuation():
     assert extract_doi("Book. DOI: 10.1007/978-3-659-28413-7.") == "10.1007/978-3-659-28413-7"
     assert extract_doi("x (doi:10.1000/xyz(1)).") == "10.1000/xyz(1)"
     assert doi_is_valid("10.1000/xyz(1)")
+
+
+def test_group_authors_stay_whole():
+    assert _ref("R Core Team. (2023). R: A language. R Foundation.").authors == ["R Core Team"]
+    assert _ref("ONS (2022) Housing affordability. Newport: ONS.").authors == ["ONS"]
+    r = _ref("Department for Business, Energy and Industrial Strategy (2020) Survey. London: BEIS.")
+    assert r.authors == ["Department for Business, Energy and Industrial Strategy"]
+    r = _ref("Kultusministerkonferenz (KMK) (2022): Bedarf. Berlin: KMK.")
+    assert (r.authors, r.aliases) == (["Kultusministerkonferenz"], ["KMK"])
+    r = _ref("DLT \u2013 Deutscher Landkreistag (2020): Digitalisierung. Berlin: DLT.")
+    assert (r.authors, r.aliases) == (["Deutscher Landkreistag"], ["DLT"])
+    # People stay a list of surnames.
+    assert _ref("Kemfert, Claudia (2017): Titel. Hamburg: Murmann.").authors[0] == "Kemfert"
+
+
+def test_doi_behind_doi_label_and_resolver():
+    r = _ref("Schmidt, K. (2017): Titel. DOI: https://doi.org/10.5771/0342-300X-2017-2-105.")
+    assert (r.doi, r.doi_valid) == ("10.5771/0342-300X-2017-2-105", True)
+
+
+def test_entries_typed_one_per_line_are_split():
+    from jobs.analysis.blocks import html_blocks
+    from jobs.analysis.references import parse_references
+
+    html = (
+        "<h2>Bibliography</h2><p>Ap, J. (1992) 'Residents', Annals, 19(4), pp. 665\u2013690.\n"
+        "Butler, R.W. (1980) 'The concept of a tourist area cycle',\n"
+        "Canadian Geographer, 24(1), pp. 5\u201312.\n"
+        "van der Borg, J. (1992) 'Tourism and urban development', TRR, 17(2).</p>"
+    )
+    refs, _ = parse_references(html_blocks(html), numbered=False)
+    assert [r.authors[0] for r in refs] == ["Ap", "Butler", "van der Borg"]
+    assert refs[1].text.endswith("Canadian Geographer, 24(1), pp. 5\u201312.")

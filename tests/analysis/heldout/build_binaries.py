@@ -302,11 +302,188 @@ VANCOUVER_ASTHMA = [
     "2018;141:180-9. doi:10.1016/j.rmed.2018.06.032",
 ]
 
+VANCOUVER_WEIGHT: list[list[str | int]] = [
+    ["App-Supported Weight Loss in Primary Care: A Feasibility Study"],
+    ["MSc thesis in Clinical Nutrition"],
+    ["Introduction"],
+    [
+        "Obesity affects about one in eight adults worldwide (1). Even modest weight loss of 5% "
+        "improves glycaemic control and blood pressure (2\u20134), and primary care is well placed "
+        "to offer it (5, 6). Smartphone applications promise to extend counselling beyond the "
+        "consultation (7,9\u201311), although early versions were of poor quality (8).",
+    ],
+    [
+        "Participants were eligible if they (1) were aged 18\u201365 years, (2) had a body mass "
+        "index (BMI) of 30 or more and (3) owned a smartphone. These criteria follow an earlier "
+        "trial (12) and the national guideline (13).",
+    ],
+    ["Methods"],
+    [
+        "Weight was measured at baseline and after 12 weeks (Table 1). The primary outcome was the ",
+        "proportion of participants losing at least 5% of their weight (14",
+        "). Adherence was defined as logging meals on at least 4 days per week (15,16).",
+    ],
+    ["Discussion"],
+    [
+        "Weight loss was comparable to that of nurse-led programmes (5,17) but lower than in "
+        "commercial programmes (18). Engagement declined after week 6, as in most app studies "
+        "(19, 20).",
+    ],
+    ["References"],
+    [
+        "1. NCD Risk Factor Collaboration. Worldwide trends in underweight and obesity from 1990 to "
+        "2022. Lancet. 2024;403(10431):1027-50. doi:10.1016/S0140-6736(23)02750-2"
+    ],
+    [
+        "2. Wing RR, Lang W, Wadden TA, Safford M, Knowler WC, Bertoni AG, et al. Benefits of modest "
+        "weight loss in improving cardiovascular risk factors in overweight and obese individuals "
+        "with type 2 diabetes. Diabetes Care. 2011;34(7):1481-6."
+    ],
+    [
+        "3. Lean ME, Leslie WS, Barnes AC, Brosnahan N, Thom G, McCombie L, et al. Primary "
+        "care-led weight management for remission of type 2 diabetes (DiRECT). Lancet. "
+        "2018;391(10120):541-51. doi:10.1016/S0140-6736(17)33102-1"
+    ],
+    [
+        "4. Neter JE, Stam BE, Kok FJ, Grobbee DE, Geleijnse JM. Influence of weight reduction on "
+        "blood pressure: a meta-analysis. Hypertension. 2003;42(5):878-84."
+    ],
+    [
+        "5. Aveyard P, Lewis A, Tearne S, Hood K, Christian-Brown A, Adab P, et al. Screening and "
+        "brief intervention for obesity in primary care. Lancet. 2016;388(10059):2492-500."
+    ],
+    [
+        "6. Tsai AG, Wadden TA. Treatment of obesity in primary care practice in the United States. "
+        "Med Clin North Am. 2009;93(5):1073-81."
+    ],
+    [
+        "7. Flores Mateo G, Granado-Font E, Ferré-Grau C, Montaña-Carreras X. Mobile phone apps to "
+        "promote weight loss and increase physical activity: a systematic review and meta-analysis. "
+        "J Med Internet Res. 2015;17(11):e253. doi:10.2196/jmir.4836"
+    ],
+    [
+        "8. Pagoto S, Schneider K, Jojic M, DeBiasse M, Mann D. Evidence-based strategies in "
+        "weight-loss mobile apps. Am J Prev Med. 2013;45(5):576-82."
+    ],
+    [
+        "9. Laing BY, Mangione CM, Tseng CH, Leng M, Vaisberg E, Mahida M, et al. Effectiveness of a "
+        "smartphone application for weight loss compared with usual care in overweight primary care "
+        "patients. Ann Intern Med. 2014;161(10 Suppl):S5-12."
+    ],
+    [
+        "10. Carter MC, Burley VJ, Nykjaer C, Cade JE. Adherence to a smartphone application for "
+        "weight loss compared to website and paper diary. J Med Internet Res. 2013;15(4):e32."
+    ],
+    [
+        "11. Antoun J, Itani H, Alarab N, Elsehmawy A. The effectiveness of smartphone apps in "
+        "improving healthy lifestyle behaviors: systematic review. JMIR Mhealth Uhealth. "
+        "2022;10(1):e30702. doi:10.2196/"
+    ],
+    [
+        "12. Jebb SA, Ahern AL, Olson AD, Aston LM, Holzapfel C, Stoll J, et al. Primary care "
+        "referral to a commercial provider for weight loss treatment versus standard care. Lancet. "
+        "2011;378(9801):1485-92."
+    ],
+    [
+        "13. National Institute for Health and Care Excellence. Obesity: identification, "
+        "assessment and management. Clinical guideline CG189. London: NICE; 2014."
+    ],
+    [
+        "14. Williamson DA, Bray GA, Ryan DH. Is 5% weight loss a satisfactory criterion to define "
+        "clinically significant weight loss? Obesity. 2015;23(12):2319-20. doi:10.1002/oby.21358"
+    ],
+    [
+        "15. Burke LE, Wang J, Sevick MA. Self-monitoring in weight loss: a systematic review of "
+        "the literature. J Am Diet Assoc. 2011;111(1):92-102."
+    ],
+    [
+        "16. Turner-McGrievy GM, Dunn CG, Wilcox S, Boutté AK, Hutto B, Hoover A, et al. Defining "
+        "adherence to mobile dietary self-monitoring. J Acad Nutr Diet. 2019;119(9):1516-24."
+    ],
+    [
+        "17. Ahern AL, Wheeler GM, Aveyard P, Boyland EJ, Halford JCG, Mander AP, et al. Extended "
+        "and standard duration weight-loss programme referrals for adults in primary care (WRAP). "
+        "Lancet. 2017;389(10085):2214-25."
+    ],
+    [
+        "18. Gudzune KA, Doshi RS, Mehta AK, Chaudhry ZW, Jacobs DK, Vakil RM, et al. Efficacy of "
+        "commercial weight-loss programs: an updated systematic review. Ann Intern Med. "
+        "2015;162(7):501-12."
+    ],
+    [
+        "19. Helander E, Kaipainen K, Korhonen I, Wansink B. Factors related to sustained use of a "
+        "free mobile app for dietary self-monitoring with photography and peer feedback. J Med "
+        "Internet Res. 2014;16(4):e109."
+    ],
+    [
+        "21. Lyzwinski LN. A systematic review and meta-analysis of mobile devices and weight loss "
+        "with an intervention content analysis. J Pers Med. 2014;4(3):311-85."
+    ],
+]
+
+APA_REMOTE = [
+    "Remote Work, Autonomy and Exhaustion: A Diary Study among Knowledge Workers",
+    "Master's thesis in Work and Organisational Psychology",
+    "1. Introduction",
+    "In 2020 the pandemic moved millions of office workers to their kitchen tables almost "
+    "overnight. Telework had been studied for decades (Gajendran & Harrison, 2007, pp. "
+    "1524\u20131525), but mostly as a voluntary arrangement for a minority (e.g., Felstead & "
+    "Henseke, 2017). Golden, Veiga, and Simsek (2006) showed that its effects depend on how "
+    "intensively it is used, and a field experiment confirmed productivity gains (Bloom et al., "
+    "2015, Table 2).",
+    "Autonomy is the mechanism most often proposed (Choudhury, Foroughi, & Larson, 2021; "
+    "O'Neill, 2009). Job insecurity, by contrast, drains resources (Vander Elst et al., 2017), "
+    "and blurred boundaries between work and home raise exhaustion (Wang et al., 2021a). "
+    "Felstead (2022) summarises the British evidence.",
+    "2. Hypotheses",
+    "We expected daily autonomy to reduce exhaustion (Hypothesis 1) and boundary blurring to "
+    "increase it (Hypothesis 2), in line with earlier studies (Golden et al., 2008; Gajendren & "
+    "Harrison, 2007). Organisational support should buffer both effects (Kossek, 2016).",
+    "3. Results",
+    "Autonomy predicted lower exhaustion (b = -0.21, p = .003; see Table 4), which "
+    "replicates Wang et al. (2021a) and O'Neill (2009).",
+    "References",
+    "Bloom, N., Liang, J., Roberts, J., & Ying, Z. J. (2015). Does working from home work? "
+    "Evidence from a Chinese experiment. The Quarterly Journal of Economics, 130(1), 165\u2013218. "
+    "https://doi.org/10.1093/qje/qju032",
+    "Choudhury, P., Foroughi, C., & Larson, B. (2021). Work-from-anywhere: The productivity "
+    "effects of geographic flexibility. Strategic Management Journal, 42(4), 655\u2013683. "
+    "https://doi.org/10.1002/smj.3251",
+    "Felstead, A. (2022). Remote working: A research overview. Routledge.",
+    "Felstead, A. (2022). The geography of remote work in Britain. Regional Studies, 56(9), "
+    "1\u201315.",
+    "Felstead, A., & Henseke, G. (2017). Assessing the growth of remote working and its "
+    "consequences for effort, well-being and work-life balance. New Technology, Work and "
+    "Employment, 32(3), 195\u2013212. https://doi.org/10.1111/ntwe.12097",
+    "Gajendran, R. S., & Harrison, D. A. (2007). The good, the bad, and the unknown about "
+    "telecommuting: Meta-analysis of psychological mediators and individual consequences. "
+    "Journal of Applied Psychology, 92(6), 1524\u20131541. https://doi.org/10.1037/0021-9010.92.6.1524",
+    "Golden, T. D., Veiga, J. F., & Simsek, Z. (2006). Telecommuting's differential impact on "
+    "work-family conflict. Journal of Applied Psychology, 91(6), 1340\u20131350. "
+    "https://doi.org/10.1037/0021-9010.91.6.1340",
+    "O'Neill, T. A. (2009). Predicting teleworker success: An exploration of personality, "
+    "motivational, situational, and job characteristics. New Technology, Work and Employment, "
+    "24(2), 144\u2013162.",
+    "Vander Elst, T., Verhoogen, R., Sercu, M., Van den Broeck, A., Baillien, E., & Godderis, L. "
+    "(2017). Not extent of telecommuting, but job characteristics as proximal predictors of work-"
+    "related well-being. Journal of Occupational and Environmental Medicine, 59(10), "
+    "e180\u2013e186. https://doi.org/10.1097/JOM.0000000000001132",
+    "Wang, B., Liu, Y., Qian, J., & Parker, S. K. (2021a). Achieving effective remote working "
+    "during the COVID-19 pandemic: A work design perspective. Applied Psychology, 70(1), "
+    "16\u201359. https://doi.org/10.1111/apps.l2290",
+    "Wang, B., Liu, Y., Qian, J., & Parker, S. K. (2021b). Remote work and boundary management. "
+    "Journal of Occupational Health Psychology, 26(4), 301\u2013315. doi:10.1037/ocp0000/281",
+]
+
 
 def main() -> None:
     (HERE / "apa_nursing.docx").write_bytes(make_docx(APA_NURSING))
     (HERE / "german_lehrkraefte.docx").write_bytes(
         make_docx(GERMAN_LEHRKRAEFTE, footnotes=GERMAN_FOOTNOTES)
+    )
+    (HERE / "vancouver_weight.docx").write_bytes(make_docx(VANCOUVER_WEIGHT))
+    (HERE / "apa_remote_work.pdf").write_bytes(
+        text_pdf(APA_REMOTE, header="Remote work and exhaustion")
     )
     (HERE / "harvard_housing.pdf").write_bytes(text_pdf(HARVARD_HOUSING))
     (HERE / "vancouver_asthma.pdf").write_bytes(
