@@ -9,6 +9,7 @@ and orders by an indexed column.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import timedelta
 
@@ -67,9 +68,7 @@ class CheapPaginator(Paginator):
         with connections[qs.db].cursor() as cursor:
             cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
             plan = cursor.fetchone()[0]
-        if isinstance(plan, str):  # psycopg returns json already parsed; be safe either way
-            import json
-
+        if isinstance(plan, str):  # psycopg parses json itself; a str means another adapter
             plan = json.loads(plan)
         return int(plan[0]["Plan"]["Plan Rows"])
 
