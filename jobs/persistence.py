@@ -96,7 +96,8 @@ WITH job AS (
     FOR NO KEY UPDATE
 ),
 stored AS (
-    -- The run row as this statement's snapshot sees it; only used to name the action.
+    -- The run row as this statement's snapshot sees it: names the action, and after a no-op
+    -- tells which older jobs the stored row supersedes (a stale snapshot only marks fewer).
     SELECT r.job_id, r.saved_by FROM {_RUN} r JOIN job ON r.id = job.run_id
 ),
 up AS (
@@ -115,6 +116,7 @@ up AS (
            AND NOT (EXCLUDED.status = 'failed' AND r.status = 'complete'))
        OR (EXCLUDED.job_id = r.job_id
            AND EXCLUDED.saved_by = 'client' AND r.saved_by = 'worker')
+    -- A fresh insert has no xmax; a row updated through ON CONFLICT carries our lock's xid.
     RETURNING r.job_id, r.saved_by, (r.xmax = 0) AS inserted
 ),
 mark AS (
