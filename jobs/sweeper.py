@@ -105,7 +105,8 @@ class Sweeper:
             # Interruptible: a signal sets the event and ends the wait at once.
             self.shutdown.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
         self.wait_for_backstop()
-        self.heartbeat(stopped_at=timezone.now(), backstop_in_flight=False)
+        # The work is drained; a database gone at exit must not turn that into a failure.
+        self._try_heartbeat(stopped_at=timezone.now(), backstop_in_flight=False)
         logger.info("sweeper %s stopped", self.name)
         for signum, handler in previous.items():  # run() in-process (a test) leaves no trace
             signal.signal(signum, handler)
@@ -133,14 +134,17 @@ class Sweeper:
     def tick(self) -> None:
         """One tick: heartbeat, lease recovery, start the backstop, trim. Never blocks on it."""
         close_old_connections()
-        self.heartbeat(last_tick_at=timezone.now(), tick_seconds=self.tick_seconds)
-        for step in (self.recover_leases, self.start_backstop, self.trim):
+        for step in (self.beat, self.recover_leases, self.start_backstop, self.trim):
             try:
                 step()
             except Exception:
                 # One failing step (a lost connection, a bug) must not stop the others or
                 # the daemon; the next tick tries again.
                 logger.exception("sweeper step %s failed", step.__name__)
+
+    def beat(self) -> None:
+        """The tick's heartbeat: operators (and /healthz) see this process alive."""
+        self.heartbeat(last_tick_at=timezone.now(), tick_seconds=self.tick_seconds)
 
     def heartbeat(self, **fields) -> None:
         SweeperHeartbeat.objects.update_or_create(
@@ -170,7 +174,8 @@ class Sweeper:
         if self.backstop_in_flight:
             logger.info("backstop still in flight: not starting another")
             return False
-        self.heartbeat(backstop_in_flight=True)
+        # Before the thread starts: a quick backstop's own "done" must not be overwritten.
+        self._try_heartbeat(backstop_in_flight=True)
         self._backstop = threading.Thread(
             target=self._backstop_thread, name=f"backstop-{self.name}", daemon=False
         )
@@ -189,11 +194,16 @@ class Sweeper:
         except Exception:
             logger.exception("run backstop failed")
         finally:
-            try:
-                self.heartbeat(last_backstop_at=timezone.now(), backstop_in_flight=False)
-            finally:
-                # This thread's own connection: closing it keeps PostgreSQL's slots free.
-                connection.close()
+            self._try_heartbeat(last_backstop_at=timezone.now(), backstop_in_flight=False)
+            # This thread's own connection: closing it keeps PostgreSQL's slots free.
+            connection.close()
+
+    def _try_heartbeat(self, **fields) -> None:
+        # The heartbeat is for operators: failing to write it must not stop the sweep itself.
+        try:
+            self.heartbeat(**fields)
+        except Exception:
+            logger.exception("could not update the heartbeat")
 
     def backstop(self) -> int:
         """Record ghost runs batch by batch until none is left, then the judge backstop.

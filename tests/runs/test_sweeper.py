@@ -420,3 +420,16 @@ def test_deploy_overlap_writes_each_run_exactly_once(sweepers, user, subprocess_
     # PostgreSQL's own counter agrees (backends flush their statistics as they exit).
     wait_for(lambda: run_tuple_inserts() - inserts_before >= GHOSTS, 30, "statistics flush")
     assert run_tuple_inserts() - inserts_before == GHOSTS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failing_heartbeat_does_not_stop_the_tick(monkeypatch, make_job):
+    sweeper = Sweeper(grace_seconds=0)
+
+    def broken(**fields):
+        raise RuntimeError("connection lost")
+
+    job = make_job()
+    monkeypatch.setattr(sweeper, "heartbeat", broken)
+    tick_and_wait(sweeper)
+    assert AnalysisRun.objects.filter(pk=job.run_id).exists()
