@@ -182,3 +182,54 @@ def test_row_locked_by_another_connection_is_skipped(make_job, settings):
         assert [r.job_id for r in record_jobs(grace=0)] == [locked.pk]
     finally:
         other.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sweepers_sharing_runs_neither_deadlock_nor_lose_the_newer_job(user):
+    """Four sweepers, small batches, and every run has two ghost jobs they may split."""
+    import threading
+
+    from django.db import connection
+
+    runs = [uuid.uuid4() for _ in range(60)]
+    now = timezone.now()
+    AnalysisJob.objects.bulk_create(
+        AnalysisJob(
+            owner=user,
+            filename=f"v{version}.md",
+            upload=b"x",
+            status=JobStatus.COMPLETE,
+            run_id=run_id,
+            doc_html=f"<p>{run_id} v{version}</p>",
+            results={"citations": [{"text": "(A, 2001)", "verdict": "verified"}]},
+            finished_at=now,
+        )
+        for version in (1, 2)
+        for run_id in runs
+    )
+    errors: list[BaseException] = []
+
+    def sweep():
+        try:
+            while record_jobs(grace=0, limit=7):
+                pass
+        except BaseException as exc:  # a deadlock would surface here
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sweep) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert not AnalysisJob.objects.ghosts().exists()
+    newest = {
+        run_id: job_id
+        for run_id, job_id in AnalysisJob.objects.filter(filename="v2.md").values_list(
+            "run_id", "pk"
+        )
+    }
+    stored = dict(AnalysisRun.objects.values_list("pk", "job_id"))
+    assert stored == newest
