@@ -56,9 +56,7 @@ def decision(ctx: Any) -> dict[str, Any]:
 
 
 request_approval = (
-    http(APPROVAL_URL, method="POST", body={"kind": "thesis-approval"}, max_attempts=5).as_(
-        "request"
-    )
+    http(APPROVAL_URL, method="POST", body_from="input", max_attempts=5).as_("request")
     >> wait_for_signal("approval", timeout=24 * 3600).as_("approval")
     >> task("jobs.durable.examples.decision")
 )

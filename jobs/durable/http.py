@@ -12,6 +12,10 @@ the call (at-least-once), which is why every request carries an ``Idempotency-Ke
 derived from the instance and the step's key: the same across retries of one activation,
 different for each loop iteration or fan-out chunk.
 
+The URL's path and query may hold ``%(name)s`` placeholders, replaced by named results
+(URL-quoted), and ``body_from="name"`` sends a named result (or ``"input"``) as the JSON body;
+the host is always written out, so the allow-list below can be reasoned about.
+
 Destinations must match a host pattern of ``settings.ACURIO_HTTP_ALLOW`` (fnmatch, e.g.
 ``api.example.org``, ``*.example.org``, ``127.0.0.1:8080``; none by default). Any other host
 fails the step at once with a clear error. Redirects are not followed (a redirect could lead
@@ -27,7 +31,7 @@ import time
 import uuid
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 from django.conf import settings
@@ -36,8 +40,8 @@ from django.utils import timezone
 
 from jobs.durable.context import Context
 from jobs.durable.errors import DefinitionError, PermanentError, RetryLater
-from jobs.durable.graph import Node, _step_options
-from jobs.durable.kinds import Kind, register
+from jobs.durable.graph import _NAME_RE, Node, _step_options
+from jobs.durable.kinds import _PARAM_RE, Kind, register
 
 __all__ = ["Http", "host_allowed", "http"]
 
@@ -45,6 +49,8 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 DEFAULT_TIMEOUT = 30.0
 MAX_BODY_BYTES = 1024 * 1024  # step outputs are for small data (DESIGN.md)
 MAX_RETRY_AFTER = 3600.0  # a server asking for more than an hour gets the hour
+# Names a URL placeholder or body_from may use besides named results (as SQL steps do).
+_BUILTINS = ("input", "instance_id", "chunk", "chunk_index")
 IDEMPOTENCY_NAMESPACE = uuid.UUID("6f4f4d1e-8c55-4a53-9a3f-1f1d2b5e7a10")
 
 
@@ -63,11 +69,22 @@ class Http(Node):
         body: Any = None,
         headers: dict[str, str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        body_from: str | None = None,
         **options: Any,
     ) -> None:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise DefinitionError(f"http({url!r}) needs an absolute http:// or https:// URL")
+        if "%(" in parts.netloc:
+            # The host stays in the definition, where ACURIO_HTTP_ALLOW can be reasoned about.
+            raise DefinitionError(
+                f"http({url!r}): %(name)s placeholders may appear in the path and query only"
+            )
+        if body_from is not None:
+            if body is not None:
+                raise DefinitionError("http(): give body= or body_from=, not both")
+            if not isinstance(body_from, str) or not _NAME_RE.match(body_from):
+                raise DefinitionError(f"http(body_from={body_from!r}) must name a result")
         method = method.upper() if isinstance(method, str) else method
         if method not in METHODS:
             raise DefinitionError(f"http(method={method!r}) must be one of {', '.join(METHODS)}")
@@ -83,6 +100,7 @@ class Http(Node):
         self.url = url
         self.method = method
         self.body = body
+        self.body_from = body_from
         self.headers = dict(headers or {})
         self.timeout = float(timeout)
         self.opts = _step_options(options)
@@ -95,7 +113,11 @@ class Http(Node):
             "body": self.body,
             "headers": dict(self.headers),
             "timeout": self.timeout,
+            "body_from": self.body_from,
             "opts": dict(self.opts),
+            "refs": sorted(
+                {n for n in [*_PARAM_RE.findall(self.url), self.body_from] if n} - set(_BUILTINS)
+            ),
         }
 
 
@@ -106,11 +128,31 @@ def http(
     body: Any = None,
     headers: dict[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    body_from: str | None = None,
     **options: Any,
 ) -> Http:
-    """An HTTP call; ``body`` as a dict/list is sent as JSON, a string as is. Step options
-    (``max_attempts``, ``backoff``, ``backoff_cap``) set the retry policy."""
-    return Http(url, method=method, body=body, headers=headers, timeout=timeout, **options)
+    """An HTTP call; ``body`` as a dict/list is sent as JSON, a string as is; ``body_from``
+    sends a named result (or ``"input"``) as JSON instead. ``%(name)s`` in the URL's path or
+    query is replaced by that result, URL-quoted. Step options (``max_attempts``,
+    ``backoff``, ``backoff_cap``) set the retry policy."""
+    return Http(
+        url,
+        method=method,
+        body=body,
+        headers=headers,
+        timeout=timeout,
+        body_from=body_from,
+        **options,
+    )
+
+
+def _value(ctx: Context, name: str) -> Any:
+    return getattr(ctx, name) if name in _BUILTINS else ctx[name]
+
+
+def render_url(url: str, ctx: Context) -> str:
+    """The URL with each ``%(name)s`` replaced by that result, URL-quoted."""
+    return _PARAM_RE.sub(lambda m: quote(str(_value(ctx, m.group(1))), safe=""), url)
 
 
 def host_allowed(url: str, patterns: list[str] | None = None) -> bool:
@@ -178,7 +220,7 @@ class HttpKind(Kind):
     transactional = False  # never call the network inside a transaction
 
     def execute(self, ctx: Context, node: dict[str, Any]) -> Any:
-        url = node["url"]
+        url = render_url(node["url"], ctx)
         if not host_allowed(url):
             host = urlsplit(url).hostname
             raise PermanentError(
@@ -190,8 +232,10 @@ class HttpKind(Kind):
             **node["headers"],
         }
         body = node["body"]
+        if node.get("body_from"):
+            body = _value(ctx, node["body_from"])
         kwargs: dict[str, Any] = {}
-        if isinstance(body, dict | list):
+        if node.get("body_from") or isinstance(body, dict | list):
             kwargs["json"] = body
         elif body is not None:
             kwargs["content"] = body.encode()

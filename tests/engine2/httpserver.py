@@ -39,10 +39,10 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        path = self.path
+        path = self.path.split("?")[0]
         hit = self.server.hits[path] = self.server.hits.get(path, 0) + 1
         self.server.requests.append(
-            {"method": self.command, "path": path, "headers": dict(self.headers), "body": body}
+            {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
         )
         if path == "/ok":
             payload = {"ok": True, "got": json.loads(body) if body else None}

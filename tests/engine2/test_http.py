@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from jobs.durable import DefinitionError, http, result, start, status
+from jobs.durable import DefinitionError, http, result, start, status, task
 from jobs.durable.http import HttpKind, host_allowed, idempotency_key, retry_after
 from jobs.durable.models import Instance, Step
 from tests.engine2.conftest import T0
@@ -30,6 +30,16 @@ def test_2xx_returns_status_headers_json_body_and_duration(worker, clock, server
     sent = server.requests[0]
     assert sent["method"] == "POST" and sent["headers"]["Content-Type"] == "application/json"
     assert sent["headers"]["Idempotency-Key"] == idempotency_key(iid, http_step(iid).key)
+
+
+def test_url_placeholders_and_body_from_read_named_results(worker, clock, server):
+    flow = task("tests.engine2.steps.flag").as_("doc") >> http(
+        server.base + "/ok?doc=%(doc)s", method="POST", body_from="input"
+    )
+    iid = start(flow, input={"flag": "a b/c"})
+    worker.drain()
+    assert server.requests[0]["path"] == "/ok?doc=a%20b%2Fc"
+    assert result(iid)["body"]["got"] == {"flag": "a b/c"}
 
 
 def test_4xx_is_a_result_not_an_error(worker, clock, server):
@@ -124,6 +134,13 @@ def test_a_body_that_claims_json_but_is_not_is_kept_as_text(worker, clock, serve
     assert result(iid)["body"] == "not json"
 
 
+def test_placeholders_must_name_results_of_the_workflow():
+    with pytest.raises(DefinitionError, match="no step of this workflow is named 'doc'"):
+        start(http("http://x/%(doc)s"))
+    with pytest.raises(DefinitionError, match="no step of this workflow is named 'payload'"):
+        start(http("http://x/", body_from="payload"))
+
+
 def test_nothing_is_allowed_by_default(settings):
     settings.ACURIO_HTTP_ALLOW = []
     assert not host_allowed("https://api.example.org/x")
@@ -161,6 +178,9 @@ def test_retry_after_forms():
         ({"url": "http://x/", "timeout": 0}, "timeout"),
         ({"url": "http://x/", "body": 5}, "body"),
         ({"url": "http://x/", "retries": 5}, "unknown step option"),
+        ({"url": "http://%(host)s/"}, "path and query only"),
+        ({"url": "http://x/", "body": "b", "body_from": "doc"}, "not both"),
+        ({"url": "http://x/", "body_from": "not a name"}, "must name a result"),
     ],
 )
 def test_bad_http_definitions_fail_where_written(kwargs, message):
