@@ -152,6 +152,10 @@ ACURIO_RESOLVER_URL = env.str("ACURIO_RESOLVER_URL", default="") or None
 ACURIO_JUDGE_URL = env.str("ACURIO_JUDGE_URL", default="") or None
 ACURIO_JUDGE_MODEL = env.str("ACURIO_JUDGE_MODEL", default="gpt-4o-mini")
 ACURIO_JUDGE_API_KEY = env.str("ACURIO_JUDGE_API_KEY", default="") or None
+ACURIO_JUDGE_TIMEOUT_SECONDS = env.float("ACURIO_JUDGE_TIMEOUT_SECONDS", default=30)
+ACURIO_JUDGE_MAX_ATTEMPTS = env.int("ACURIO_JUDGE_MAX_ATTEMPTS", default=4)
+# The contact address sent to the resolver (Crossref asks polite clients for one).
+ACURIO_RESOLVER_MAILTO = env.str("ACURIO_RESOLVER_MAILTO", default="support@acurio.invalid")
 ACURIO_MAX_UPLOAD_MB = env.int("ACURIO_MAX_UPLOAD_MB", default=50)
 # Host patterns (fnmatch) that durable http() steps may call; none by default.
 ACURIO_HTTP_ALLOW = env.list("ACURIO_HTTP_ALLOW", default=[])

@@ -66,9 +66,7 @@ CITATION_WEIGHTS = {
 UNCITED_SEVERITY = 0.2
 CITATION_SHARE = 0.85
 
-# Remote judge defaults; each can be overridden in settings.
-DEFAULT_TIMEOUT_SECONDS = 30.0
-DEFAULT_MAX_ATTEMPTS = 4
+# Remote judge backoff (timeout and attempts come from settings).
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_CAP_SECONDS = 20.0
 # Bounds the prompt: the judge sees counts for everything and details for the worst problems.
@@ -118,8 +116,17 @@ def _citation_reason(citation: dict[str, Any]) -> str:
     return "Check this citation."
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
+
+
+# How the summary names each problem verdict: (singular, plural).
+_PROBLEM_NOUNS = {
+    "missing_reference": ("missing reference", "missing references"),
+    "ambiguous": ("ambiguous citation", "ambiguous citations"),
+    "year_mismatch": ("year mismatch", "year mismatches"),
+    "author_mismatch": ("author mismatch", "author mismatches"),
+}
 
 
 def builtin_judgment(report: dict[str, Any], *, status: str = "complete", error: str = "") -> dict:
@@ -181,11 +188,7 @@ def builtin_judgment(report: dict[str, Any], *, status: str = "complete", error:
         summary = "No in-text citations were found, so nothing in the thesis could be verified."
     else:
         pct = round(100 * counts["verified"] / len(citations))
-        issues = [
-            _plural(counts[v], v.replace("_", " "))
-            for v in ("missing_reference", "ambiguous", "year_mismatch", "author_mismatch")
-            if counts[v]
-        ]
+        issues = [_plural(counts[v], *_PROBLEM_NOUNS[v]) for v in _PROBLEM_NOUNS if counts[v]]
         if uncited:
             issues.append(_plural(uncited, "uncited reference"))
         summary = (
@@ -300,8 +303,8 @@ def remote_judgment(run: AnalysisRun, baseline: dict) -> dict:
         ],
     }
     url = _endpoint(settings.ACURIO_JUDGE_URL)
-    timeout = getattr(settings, "ACURIO_JUDGE_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)
-    attempts = getattr(settings, "ACURIO_JUDGE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)
+    timeout = settings.ACURIO_JUDGE_TIMEOUT_SECONDS
+    attempts = settings.ACURIO_JUDGE_MAX_ATTEMPTS
     last = ""
     with httpx.Client(timeout=timeout) as client:
         for attempt in range(attempts):

@@ -258,7 +258,7 @@ def count_verified(job_id: int, count: int, next_stage: str = Stage.FINALIZE) ->
 def resolve(ctx) -> list[dict]:
     """Look every reference up in the Crossref-compatible resolver (outside effects only)."""
     parsed = ctx["parsed"]
-    resolver = analysis.Resolver(ctx.input["resolver_url"])
+    resolver = analysis.Resolver(ctx.input["resolver_url"], mailto=settings.ACURIO_RESOLVER_MAILTO)
     try:
         results = [resolver.check(ref) for ref in analysis.references_of(parsed)]
     finally:
