@@ -21,7 +21,7 @@ from jobs.durable.models import Instance
 from jobs.durable.permissions import required_permissions, visible_instance
 from tests.engine2 import flows
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
 
 PLAIN = task("tests.engine2.steps.fast")
 SQL = sql("SELECT 1")
@@ -179,3 +179,21 @@ def test_admin_actions_need_the_change_permission(client, django_user_model):
     assert listing.status_code == 200 and b"cancel_instances" not in listing.content
     client.post(changelist(), {"action": "cancel_instances", "_selected_action": [str(iid)]})
     assert status(iid) == "pending", "refused: the action is not offered to this user"
+
+
+def test_admin_instance_page_draws_the_new_operators(staff_client, worker, clock):
+    from jobs.durable import loop, sleep, wait_for_schedule, when
+
+    flow = (
+        (task("tests.engine2.steps.fast") | sleep(60))
+        >> loop(task("tests.engine2.steps.count").as_("n"))
+        >> when("n", wait_for_schedule("0 12 * * *"))
+    )
+    iid = start(flow, input={"stop": 2})
+    worker.drain()
+    page = staff_client.get(reverse("admin:durable_instance_change", args=[iid]))
+    assert page.status_code == 200
+    text = page.content.decode()
+    for label in ("race (first wins)", "loop until Break", "when n", "sleep 60s"):
+        assert label in text
+    assert "wait for schedule &#x27;0 12 * * *&#x27;" in text and "2026-03-02 12:00:00" in text
