@@ -25,7 +25,8 @@ NUMERIC = ("ieee", "vancouver")
 _NAME = r"[^\W\d_][\w'\u2019\-]*"
 # Words joining the names of one work's authors.
 _CONN = r"(?:\s*,\s*(?:&|and|und)\s+|\s+(?:&|and|und)\s+|\s*/\s*|\s*,\s*)"
-_ETAL = r"(?:\s+(?:et\s+al\.?|u\.\s?a\.|et\s+al\.,?))"
+# "et al." (possessive "et al.'s" included), German "u. a.".
+_ETAL = r"(?:\s+(?:et\s+al\.?(?:['\u2019]s)?|u\.\s?a\.|et\s+al\.,?))"
 _CHAIN = re.compile(rf"({_NAME}(?:{_CONN}{_NAME})*)({_ETAL})?\s*,?\s*$")
 _YEAR_TOKEN = re.compile(rf"(?<![\w/.\-\u2013])({YEAR}|n\.\s?d\.|o\.\s?J\.)([a-z])?(?![\w])")
 _LOCATOR_BEFORE = re.compile(r"(?:\b(?:p|pp|S|s|Rn|para|ch|Kap|vol|Bd|no|Nr)\.?\s*)$")
@@ -318,7 +319,8 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str]] | No
             start += cut
             names = _split_chain(chain)
     # A comma list without a final "and" is a sentence, not an author list: keep the last name.
-    if len(names) > 1 and not re.search(r"(?:&|\band\b|\bund\b|/)", chain):
+    # "Holstead, Kenyon, Rouillard et al." is an author list all the same.
+    if len(names) > 1 and not m.group(2) and not re.search(r"(?:&|\band\b|\bund\b|/)", chain):
         last = names[-1]
         idx = chain.rfind(last)
         start += idx

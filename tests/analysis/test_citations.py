@@ -165,3 +165,18 @@ def test_vancouver_equation_numbers_and_enumerations_are_not_citations():
     parsed = parse(_doc(body, refs))
     assert parsed.style == "vancouver"
     assert [c["text"] for c in parsed.citations] == ["(1,2)", "(4)", "(3,5)"]
+
+
+def test_harvard_comma_list_with_et_al_and_possessive_et_al():
+    refs = [
+        "Holstead, K.L., Kenyon, W., Rouillard, J.J. and Hopkins, J. (2017) 'Title', Journal, 10(2).",
+        "Smith, A., Jones, B. and Patel, R. (2018) 'Paying for slow water', Land Use Policy, 72.",
+    ]
+    body = [
+        "Farmers matter (Holstead, Kenyon, Rouillard et al. 2017). Smith et al.'s (2018) survey."
+    ]
+    parsed = parse(_doc(body, refs))
+    assert [(c["text"], c["keys"][0]["author"]) for c in parsed.citations] == [
+        ("(Holstead, Kenyon, Rouillard et al. 2017)", "Holstead"),
+        ("Smith et al.'s (2018)", "Smith"),
+    ]
