@@ -125,13 +125,21 @@ class ExtractedDocument:
         return "\n\n".join(b.text for b in self.blocks)
 
 
-def sanitize(raw_html: str) -> str:
-    """Sanitise HTML with nh3 to the tags and attributes a report page may show."""
+def sanitize(raw_html: str, *, extra_attributes: dict[str, set[str]] | None = None) -> str:
+    """Sanitise HTML with nh3 to the tags and attributes a report page may show.
+
+    ``extra_attributes`` widens the allow-list per tag (the report's citation marks).
+    """
+    attributes = ALLOWED_ATTRIBUTES
+    if extra_attributes:
+        attributes = {**ALLOWED_ATTRIBUTES}
+        for tag, names in extra_attributes.items():
+            attributes[tag] = set(attributes.get(tag, set())) | names
     return nh3.clean(
         raw_html,
         tags=ALLOWED_TAGS,
         clean_content_tags=DROP_WITH_CONTENT,
-        attributes=ALLOWED_ATTRIBUTES,
+        attributes=attributes,
         url_schemes={"http", "https", "mailto"},
         strip_comments=True,
     )

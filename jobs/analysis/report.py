@@ -6,10 +6,8 @@ import html as htmlmod
 from collections import Counter
 from typing import TYPE_CHECKING
 
-import nh3
-
 from .blocks import locate, piece_offsets, serialize, walk
-from .extract import ALLOWED_ATTRIBUTES, ALLOWED_TAGS, DROP_WITH_CONTENT
+from .extract import sanitize
 from .matching import VERDICTS
 from .text import normalize_with_map
 
@@ -139,13 +137,4 @@ def annotate_html(doc_html: str, citation_verdicts: list[dict]) -> str:
     for ranges in inserts.values():
         ranges.sort()
     marked = serialize(events, inserts)
-    attributes = dict(ALLOWED_ATTRIBUTES)
-    attributes["mark"] = {"class", "data-index", "title"}
-    return nh3.clean(
-        marked,
-        tags=ALLOWED_TAGS,
-        clean_content_tags=DROP_WITH_CONTENT,
-        attributes=attributes,
-        url_schemes={"http", "https", "mailto"},
-        strip_comments=True,
-    )
+    return sanitize(marked, extra_attributes={"mark": {"class", "data-index", "title"}})
