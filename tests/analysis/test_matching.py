@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from jobs.analysis import verify
 from jobs.analysis.references import Reference
 
@@ -83,17 +81,39 @@ def test_chunks_give_the_same_result_as_the_whole():
     assert whole == chunks
 
 
-def test_matching_is_linear_not_quadratic():
-    def run(n):
-        refs = _refs(*[(f"Author{i}", str(1950 + i % 70), None) for i in range(n)])
-        cites = [
-            {"text": "x", "keys": [{"author": f"Author{i * 7 % n}", "year": str(1950 + i % 70)}]}
-            for i in range(4 * n)
-        ]
-        t = time.perf_counter()
-        verify(cites, refs, "apa")
-        return time.perf_counter() - t
+def test_matching_a_listed_author_never_scans_the_reference_list(monkeypatch):
+    # Linear matching, checked structurally rather than by the clock (timings belong in
+    # bench/analysis_bench.py): a key whose author/year is in the index is a dictionary
+    # lookup; only a key with no entry for its author may look at other entries.
+    from jobs.analysis import matching
 
-    run(200)  # warm up
-    small, large = run(500), run(5000)
-    assert large < small * 25  # 10x the input; quadratic would be ~100x
+    scans = {"close_enough": 0, "closest": 0}
+    real_close, real_closest = matching.close_enough, matching.Index.closest
+
+    def counting_close(a, b):
+        scans["close_enough"] += 1
+        return real_close(a, b)
+
+    def counting_closest(self, author):
+        scans["closest"] += 1
+        return real_closest(self, author)
+
+    monkeypatch.setattr(matching, "close_enough", counting_close)
+    monkeypatch.setattr(matching.Index, "closest", counting_closest)
+    n = 3000
+    refs = _refs(*[(f"Author{i}", str(1950 + i % 70), None) for i in range(n)])
+    cites = [
+        {
+            "text": "x",
+            "keys": [{"author": f"Author{i * 7 % n}", "year": str(1950 + i * 7 % n % 70)}],
+        }
+        for i in range(4 * n)
+    ]
+    verdicts = verify(cites, refs, "apa")
+    assert {v["verdict"] for v in verdicts} == {"verified"}
+    assert scans == {"close_enough": 0, "closest": 0}
+
+    # A missing author is compared only with the entries of its year, not the whole list.
+    verify([{"text": "x", "keys": [{"author": "Nobody", "year": "1950"}]}], refs, "apa")
+    assert scans["close_enough"] <= n // 70 + 1
+    assert scans["closest"] == 1
