@@ -116,12 +116,28 @@ def main() -> int:
     log = StatementLog()
     worker = Worker(once=True)
     profiler = cProfile.Profile()
+    # The engine sends its hot statements as prepared statements straight through psycopg
+    # (jobs.durable.engine.execute_prepared), past Django's execute wrappers: count those too.
+    from jobs.durable import engine
+    from jobs.durable import worker as worker_module
+
+    stock_prepared = getattr(engine, "execute_prepared", None)
+    if stock_prepared is not None:
+
+        def counted_prepared(sql: str, params: Any) -> Any:
+            return log(lambda s, p, m, c: stock_prepared(s, p), sql, params, False, None)
+
+        engine.execute_prepared = worker_module.execute_prepared = counted_prepared
     cpu_started = time.process_time()
     started = time.perf_counter()
-    with connection.execute_wrapper(log):
-        profiler.enable()
-        steps = worker.drain()
-        profiler.disable()
+    try:
+        with connection.execute_wrapper(log):
+            profiler.enable()
+            steps = worker.drain()
+            profiler.disable()
+    finally:
+        if stock_prepared is not None:
+            engine.execute_prepared = worker_module.execute_prepared = stock_prepared
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     print(
