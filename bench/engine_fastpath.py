@@ -11,7 +11,10 @@ Three variants drain the same queue in this process, one after the other, repeat
                  graph, input and hook (the stock claim sends a second autocommit UPDATE for
                  a first step, and a ``SELECT graph`` whenever the instance is not in the
                  worker's 512-entry graph cache, which with a queue served oldest first is the
-                 first step of every instance).
+                 first step of every instance). A sketch: its one statement holds the
+                 step's row lock while waiting for the instance's, the reverse of
+                 ``cancel()``'s order, so it could deadlock against a cancel; see
+                 bench/results/engine.md before porting it.
 
 Each run counts statements (client side, a Django ``execute_wrapper``; the engine's prepared
 statements go through psycopg directly and are counted by wrapping its ``execute_prepared``),
