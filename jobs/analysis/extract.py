@@ -221,14 +221,22 @@ def detect_format(data: bytes, filename: str = "") -> str:
             raise AnalysisInputError(
                 f"The file is {what}, not a thesis document (DOCX, PDF, HTML, Markdown or plain text)."
             )
-    text = _decode(data[:65536])
     ext = filename.lower().rsplit(".", 1)[-1] if "." in filename else ""
+    text = _decode(data[:65536])
     if _HTML_START.match(text):
         return "html"
     if ext in ("md", "markdown", "mdown", "mkd"):
         return "markdown"
     if len(_HTML_TAG.findall(text)) >= (1 if ext in ("html", "htm", "xhtml") else 5):
         return "html"
+    # Bytes with a binary format's name that are neither that format nor recognisable HTML:
+    # a damaged or renamed file. Reading it as plain text would report "no citations" where
+    # the user needs to hear that the file is broken.
+    if ext in ("docx", "pdf"):
+        raise AnalysisInputError(
+            f"The file is named .{ext} but is not a {ext.upper()} document (it may be damaged "
+            "or renamed). Upload the original DOCX or PDF."
+        )
     if ext == "txt":
         return "text"
     if len(_MD_SIGNAL.findall(text)) >= 3:

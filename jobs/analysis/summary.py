@@ -46,7 +46,11 @@ def format_summary(report: dict) -> str:
         lines.append("")
         lines.append("References needing attention:")
         lines.extend(ref_problems)
-    if not problems and not ref_problems:
+    if not cites and not refs:
+        # Nothing to verify is not a clean bill of health: say what was (not) found.
+        lines.append("")
+        lines.append("No citations and no reference list were found, so nothing could be checked.")
+    elif not problems and not ref_problems:
         lines.append("")
         lines.append("No problems found.")
     return "\n".join(lines)

@@ -136,3 +136,12 @@ def test_annotate_marks_each_citation_safely():
     assert 'title="no entry by Brown' in marked
     evil = [dict(report["citations"][0], reason='"><script>alert(1)</script>')]
     assert "<script>" not in annotate_html(doc.html, evil)
+
+
+def test_summary_of_a_document_without_citations_does_not_claim_it_is_clean():
+    from jobs.analysis.summary import format_summary
+
+    report = analyze(b"Just a paragraph of prose.\n\nAnd another one.", "notes.txt")
+    text = format_summary(report)
+    assert "nothing could be checked" in text
+    assert "No problems found" not in text

@@ -105,6 +105,12 @@ def test_binary_garbage_is_rejected():
     assert "not a supported document" in _error(garbage, "thesis.txt")
 
 
+@pytest.mark.parametrize("name", ["thesis.docx", "thesis.PDF"])
+def test_text_named_as_docx_or_pdf_is_rejected_not_read_as_text(name):
+    message = _error(b"Chapter 1. Some words (Smith, 2020).", name)
+    assert "is not a" in message and "damaged or renamed" in message
+
+
 def test_html_without_text_is_rejected():
     assert "no text" in _error(b"<html><body><script>alert(1)</script></body></html>", "t.html")
 
