@@ -108,7 +108,16 @@ def load_graph(instance_id: uuid.UUID) -> Graph:
         row = cursor.fetchone()
     if row is None:
         raise DurableError(f"workflow instance {instance_id} does not exist")
-    graph = Graph.build(instance_id, _decode(row[0]), _decode(row[1]), row[2])
+    return cache_graph(instance_id, *row)
+
+
+def cache_graph(instance_id: uuid.UUID, spec: Any, input: Any, on_failure: str) -> Graph:
+    """Put an instance's stored graph (as read from its row) into the cache; returns it."""
+    graph = _graphs.get(instance_id)
+    if graph is not None:
+        _graphs.move_to_end(instance_id)
+        return graph
+    graph = Graph.build(instance_id, _decode(spec), _decode(input), on_failure)
     _graphs[instance_id] = graph
     if len(_graphs) > _GRAPH_CACHE_SIZE:
         _graphs.popitem(last=False)
@@ -377,15 +386,28 @@ class Txn:
         self.advance(step, output, parent=parent)
 
     def complete(self, step: StepRow, output: Any) -> None:
-        """Complete a composite step (no claim to fence) and advance the graph."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
-                " finished_at = %s WHERE id = %s AND status = 'running'",
-                [to_json(output), self.now, step.id],
+        """Complete a composite step (no claim to fence) and advance the graph.
+
+        The root step (a workflow's top-level sequence) and its instance complete in one
+        statement: the step row first, then the instance row, the order ``advance`` takes.
+        """
+        result = to_json(output)
+        if step.parent_id is None:
+            execute_prepared(
+                "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
+                " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id)"
+                " UPDATE durable_instance SET status = 'completed', result = %s::jsonb,"
+                " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
+                " AND EXISTS (SELECT 1 FROM done)",
+                [result, self.now, step.id, result, self.now, step.instance_id],
             )
-            if cursor.rowcount != 1:
-                return  # cancelled meanwhile: nothing more to advance
+            return
+        if not execute_prepared(
+            "UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
+            " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id",
+            [result, self.now, step.id],
+        ):
+            return  # cancelled meanwhile: nothing more to advance
         self.advance(step, output)
 
     def advance(self, step: StepRow, output: Any, *, parent: StepRow | None = None) -> None:

@@ -8,7 +8,9 @@ One step, on Django's default connection (kept open for the worker's whole life)
 
 1. **Claim** — one autocommit statement: ``UPDATE ... FROM (SELECT ... WHERE status = 'ready'
    AND run_at <= now ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED)``, setting ``running``,
-   ``attempts + 1`` (the claim token), the lease owner and expiry. No lock outlives it.
+   ``attempts + 1`` (the claim token), the lease owner and expiry. No lock outlives it. The
+   same statement marks a pending instance running (never waiting for its row lock) and
+   returns the instance's graph.
 2. **Run + checkpoint** — one transaction: the kind's ``execute`` (a task's ORM writes, a SQL
    statement), then the checkpoint UPDATE fenced by ``attempts = token AND status = 'running'``,
    then the graph advances (next step inserted ready, ``NOTIFY`` sent). If the fence finds
@@ -56,10 +58,12 @@ from jobs.durable.context import Context
 from jobs.durable.engine import (
     NOTIFY_CHANNEL,
     STEP_COLUMNS,
+    UNFINISHED_INSTANCE,
     Fenced,
     StepRow,
     Txn,
     backoff_delay,
+    cache_graph,
     execute_prepared,
     load_graph,
     node_label,
@@ -71,20 +75,44 @@ logger = logging.getLogger("jobs.durable.worker")
 
 _CLAIM_SQL = f"""
 WITH picked AS (
-    SELECT id FROM durable_step
+    SELECT id, instance_id FROM durable_step
     WHERE status = 'ready' AND run_at <= %(now)s
     ORDER BY run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE durable_step AS s
+    SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
+        lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
+    FROM picked
+    WHERE s.id = picked.id
+    RETURNING {", ".join("s." + c.strip() for c in STEP_COLUMNS.split(","))}
+), started AS (
+    UPDATE durable_instance
+    SET status = 'running', started_at = %(now)s
+    WHERE id IN (
+        SELECT id FROM durable_instance
+        WHERE id IN (SELECT instance_id FROM claimed) AND status = 'pending'
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
 )
-UPDATE durable_step AS s
-SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
-    lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
-FROM picked
-WHERE s.id = picked.id
-RETURNING {", ".join("s." + c.strip() for c in STEP_COLUMNS.split(","))},
-    (SELECT i.status FROM durable_instance AS i WHERE i.id = s.instance_id)
+SELECT c.*, i.status, i.graph, i.input, i.on_failure,
+    EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id)
+FROM claimed AS c LEFT JOIN durable_instance AS i ON i.id = c.instance_id
 """
+# One statement claims the step, marks a pending instance running and reads the instance's
+# graph (so a step of an instance not in the worker's graph cache needs no ``SELECT graph``).
+# It never waits for the instance's row lock (SKIP LOCKED): a claim holding its step's lock
+# while waiting for the instance's would take the locks in the reverse of cancel()'s order
+# (instance, then its steps) and could deadlock. An instance it skipped (locked right now) is
+# marked running by a second statement, after the claim's lock is gone. ``i.status`` is the
+# status before this statement.
+
+_MARK_RUNNING_SQL = (
+    "UPDATE durable_instance SET status = 'running', started_at = %s"
+    " WHERE id = %s AND status = 'pending'"
+)
 
 
 # Seconds before a step of an unknown kind (a newer release's) is offered to workers again.
@@ -174,7 +202,7 @@ class Worker:
 
     # --- claiming and running ------------------------------------------------------------
     def claim(self, limit: int = 1, now: datetime | None = None) -> list[StepRow]:
-        """Claim up to ``limit`` ready steps (one short autocommit statement)."""
+        """Claim up to ``limit`` ready steps (one short autocommit statement, see _CLAIM_SQL)."""
         now = now or self.clock()
         rows = execute_prepared(
             _CLAIM_SQL,
@@ -189,9 +217,12 @@ class Worker:
         for row in rows:
             step = StepRow.from_row(row)
             step.status = "running"
-            instance_status = row[-1]
+            instance_status, graph, input_, on_failure, started = row[12:17]
+            if instance_status in UNFINISHED_INSTANCE:
+                cache_graph(step.instance_id, graph, input_, on_failure)
             if instance_status == "pending":
-                self._mark_instance_running(step, now)
+                if not started:  # its row was locked: mark it now, no lock of ours held
+                    self._mark_instance_running(step, now)
             elif instance_status != "running":
                 # A step made ready while its instance was being cancelled: never run it.
                 with connection.cursor() as cursor:
@@ -205,12 +236,7 @@ class Worker:
         return steps
 
     def _mark_instance_running(self, step: StepRow, now: datetime) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE durable_instance SET status = 'running', started_at = %s"
-                " WHERE id = %s AND status = 'pending'",
-                [now, step.instance_id],
-            )
+        execute_prepared(_MARK_RUNNING_SQL, [now, step.instance_id])
 
     def execute(self, step: StepRow, *, chain: bool = False) -> str:
         """Run one claimed step and checkpoint it. Returns what happened:
