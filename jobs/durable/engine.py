@@ -69,6 +69,22 @@ def execute_prepared(sql: str, params: Any) -> list[tuple]:
         return cursor.fetchall() if cursor.description is not None else []
 
 
+# A leaf step's checkpoint that also completes its parent, the root step, and the instance
+# (Txn.checkpoint): the parent and the instance only if the fenced leaf UPDATE found its row.
+_FINISH_SQL = (
+    "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
+    " WHERE id = %s AND status = 'running' AND attempts = %s RETURNING parent_id),"
+    " root AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s WHERE id = (SELECT parent_id FROM done) AND status = 'running'"
+    " RETURNING id),"
+    " finished AS (UPDATE durable_instance SET status = 'completed', result = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
+    " AND EXISTS (SELECT 1 FROM root) RETURNING id)"
+    " SELECT 1 FROM done"
+)
+
+
 class Fenced(DurableError):
     """The step's claim is no longer ours (lease recovered, instance cancelled): roll back."""
 
@@ -371,6 +387,16 @@ class Txn:
 
             break_loop(self, step, output)
             return
+        if step.parent_id is not None and self._finishes_root(step):
+            # The last step of a workflow whose root completes with it (a top-level sequence):
+            # the step (fenced), the root step and the instance in one statement, in the
+            # order complete() and advance() would take them.
+            result, now = to_json(output), self.now
+            params = [result, now, step.id, step.attempts, result, now, result, now]
+            params.append(step.instance_id)
+            if not execute_prepared(_FINISH_SQL, params):
+                raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
+            return
         # One round trip: the fenced UPDATE, and the parent row the graph advances through.
         rows = execute_prepared(
             "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
@@ -384,6 +410,17 @@ class Txn:
             raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
         parent = None if rows[0][0] is None else StepRow.from_row(rows[0])
         self.advance(step, output, parent=parent)
+
+    def _finishes_root(self, step: StepRow) -> bool:
+        """Is ``step`` a child of the root node whose completion completes the root?"""
+        from jobs.durable.kinds import get_kind
+
+        root = self.graph.spec
+        if step.chunk_index is not None or not any(
+            child["id"] == step.node_id for child in root.get("children", ())
+        ):
+            return False
+        return get_kind(root["kind"]).completes_with(root, step.node_id)
 
     def complete(self, step: StepRow, output: Any) -> None:
         """Complete a composite step (no claim to fence) and advance the graph.

@@ -94,6 +94,12 @@ class Kind:
     ) -> None:
         raise NotImplementedError
 
+    def completes_with(self, node: dict[str, Any], child_node_id: int) -> bool:
+        """True if this composite's step completes, with the child's output and nothing else
+        done, as soon as that child completes (lets the engine finish a workflow whose root
+        is this node in one statement: the child, this step and the instance)."""
+        return False
+
     def check(self, node: dict[str, Any]) -> None:
         """Called by start() for each node: fail early on what the worker could not run."""
 
@@ -173,6 +179,9 @@ class SeqKind(Kind):
         step = txn.insert_step(node, parent, status="running", chunk_index=chunk_index)
         txn.activate(node["children"][0], step)
         return step
+
+    def completes_with(self, node, child_node_id):
+        return node["children"][-1]["id"] == child_node_id
 
     def child_done(self, txn, node, step, child, output):
         ids = [c["id"] for c in node["children"]]
