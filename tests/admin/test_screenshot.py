@@ -26,6 +26,7 @@ from jobs.models import (
     RunEventKind,
     SweeperHeartbeat,
 )
+from tests.prerequisites import import_playwright, missing
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -44,8 +45,8 @@ SCREENSHOT = Path(__file__).resolve().parents[2] / "bench" / "results" / "dashbo
 @pytest.fixture
 def browser():
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        missing("Chromium is not installed (apt-get install -y chromium)")
+    sync_api = import_playwright()
     # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_api.sync_playwright() as pw:

@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from jobs.analysis.evaluation import evaluate, tables
+from tests.prerequisites import missing
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("ACURIO_CORPUS") or REPO.parent / "shared" / "corpus")
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"sample corpus not found at {CORPUS}")
-
 
 def test_corpus_accuracy():
+    if not CORPUS.is_dir():
+        missing(f"sample corpus not found at {CORPUS} (set ACURIO_CORPUS)")
     # The 300-page thesis is left to scripts/accuracy.py and the benchmark to keep this fast.
     results = evaluate(CORPUS, skip_large=True, jobs=2)
     assert results, "no documents with truth files in the corpus"

@@ -13,6 +13,8 @@ import shutil
 
 import pytest
 
+from tests.prerequisites import import_playwright, missing
+
 CHROMIUM = os.environ.get("ACURIO_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -33,8 +35,8 @@ def chromium():
     test's asyncio.run() would trip over. It is stopped before the next module's tests.
     """
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
-    playwright_sync = pytest.importorskip("playwright.sync_api")
+        missing("Chromium is not installed (apt-get install -y chromium)")
+    playwright_sync = import_playwright()
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:

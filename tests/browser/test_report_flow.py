@@ -18,6 +18,7 @@ from django.core.management import call_command
 from jobs import pipeline
 from jobs.durable import Worker
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus
+from tests.prerequisites import missing
 from tests.web.conftest import corpus_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -31,7 +32,7 @@ WAIT_MS = 20_000  # the page polls with backoff capped at 5 s; allow a few polls
 def thesis() -> Path:
     path = corpus_dir() / "thesis_1_001.md"
     if not path.exists():
-        pytest.skip(f"no corpus thesis at {path}")
+        missing(f"no corpus thesis at {path}")
     return path
 
 

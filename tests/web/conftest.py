@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.prerequisites import missing
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,7 +20,7 @@ def corpus_dir() -> Path:
 def corpus() -> Path:
     path = corpus_dir()
     if not path.is_dir():
-        pytest.skip(f"no corpus at {path} (set ACURIO_CORPUS)")
+        missing(f"no corpus at {path} (set ACURIO_CORPUS)")
     return path
 
 
