@@ -57,11 +57,15 @@ DEFAULT_BACKOFF_CAP = 300.0  # no retry waits longer than this
 def execute_prepared(sql: str, params: Any) -> list[tuple]:
     """Run a hot statement as a server-side prepared statement on Django's connection.
 
-    Django's cursors bind parameters client-side, so PostgreSQL would plan every claim and
-    checkpoint afresh (planning costs as much as executing these one-row statements). A
+    Django's cursors bind parameters client-side, so PostgreSQL would parse and plan every
+    claim and checkpoint afresh (which costs more than executing these one-row statements). A
     psycopg server-binding cursor on the same connection joins the same transaction; errors
     are wrapped into Django's exceptions as with any Django cursor. Returns the rows (an empty
     list for a statement without any).
+
+    Django connects with prepared statements off; ``acurio.settings`` sets a
+    ``prepare_threshold`` that lets these explicit requests through
+    (``DATABASE_PREPARED_STATEMENTS``), else the statement is simply sent unprepared.
     """
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
@@ -85,6 +89,29 @@ _FINISH_SQL = (
 )
 
 
+# A leaf step's checkpoint that also activates the next step of its parent sequence (the
+# parent kind's ``follows``), inserted ready or already claimed by this worker (chaining): one
+# round trip per step of a sequence. The insert happens only if the fenced UPDATE found the
+# step and the parent step is still running as the expected node; the caller tells apart
+# "fenced" (no ``done`` row) and "nothing inserted" (then it takes the general path).
+_CHECKPOINT_NEXT_SQL = (
+    "WITH done AS (UPDATE durable_step SET status = 'completed', output = %(output)s::jsonb,"
+    " finished_at = %(now)s, lease_owner = '', lease_expires_at = NULL, error = ''"
+    " WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s"
+    " RETURNING parent_id),"
+    " nxt AS (INSERT INTO durable_step (instance_id, parent_id, key, node_id, kind, name,"
+    " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
+    " chunk_index, chunk, error, created_at, started_at)"
+    " SELECT p.instance_id, p.id, p.key || %(suffix)s, %(node_id)s, %(kind)s, %(name)s,"
+    " %(status)s, %(new_attempts)s, %(max_attempts)s, %(run_at)s, %(owner)s, %(expires)s, 0,"
+    " NULL, NULL, '', %(now)s, %(started)s"
+    " FROM durable_step AS p WHERE p.id = (SELECT parent_id FROM done)"
+    " AND p.status = 'running' AND p.node_id = %(parent_node)s"
+    " RETURNING id, key)"
+    " SELECT EXISTS (SELECT 1 FROM done), (SELECT id FROM nxt), (SELECT key FROM nxt)"
+)
+
+
 class Fenced(DurableError):
     """The step's claim is no longer ours (lease recovered, instance cancelled): roll back."""
 
@@ -98,13 +125,18 @@ class Graph:
     input: Any
     on_failure: str
     nodes: dict[int, dict[str, Any]]
+    # node id -> the composite node it is a child of (the root has none)
+    parents: dict[int, dict[str, Any]]
 
     @classmethod
     def build(
         cls, instance_id: uuid.UUID, spec: dict[str, Any], input: Any, on_failure: str
     ) -> Graph:
         nodes = {node["id"]: node for node in iter_spec(spec)}
-        return cls(instance_id, spec, input, on_failure, nodes)
+        parents = {
+            child["id"]: node for node in nodes.values() for child in node.get("children", ())
+        }
+        return cls(instance_id, spec, input, on_failure, nodes, parents)
 
 
 _graphs: OrderedDict[uuid.UUID, Graph] = OrderedDict()
@@ -166,6 +198,10 @@ class StepRow:
         values = list(row[:12])
         values[11] = _decode(values[11])
         return cls(*values)
+
+
+def _max_attempts(node: dict[str, Any]) -> int:
+    return int(node.get("opts", {}).get("max_attempts", settings.ACURIO_MAX_ATTEMPTS))
 
 
 def node_label(node: dict[str, Any]) -> str:
@@ -242,13 +278,10 @@ class Txn:
     ) -> StepRow:
         """Insert one step row; a ready step makes this transaction send a NOTIFY."""
         key = self.child_key(node, parent, chunk_index)
-        max_attempts = int(node.get("opts", {}).get("max_attempts", settings.ACURIO_MAX_ATTEMPTS))
-        due = status == "ready" and run_at is not None and run_at <= self.now
-        attempts, lease_owner, lease_expires_at = 0, "", None
-        if due and self.chain_owner and self.chained is None and node["kind"] in CHAINABLE:
-            status, attempts, lease_owner = "running", 1, self.chain_owner
-            lease_expires_at = self.now + timedelta(seconds=self.lease_seconds)
-            due = False
+        max_attempts = _max_attempts(node)
+        status, attempts, lease_owner, lease_expires_at, due = self._claim_on_insert(
+            node, status, run_at
+        )
         step_id = execute_prepared(
             "INSERT INTO durable_step (instance_id, parent_id, key, node_id, kind, name,"
             " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
@@ -295,11 +328,26 @@ class Txn:
             self.chained = row
         return row
 
+    def _claim_on_insert(
+        self, node: dict[str, Any], status: str, run_at: datetime | None
+    ) -> tuple[str, int, str, datetime | None, bool]:
+        """How a new step row starts: ``(status, attempts, lease owner, lease expiry, due)``.
+
+        A task/sql step that is due now is inserted already claimed by the chaining worker
+        (attempt 1, leased), at most one per transaction; ``due`` says a ready step was made
+        claimable now (the transaction then sends a NOTIFY).
+        """
+        due = status == "ready" and run_at is not None and run_at <= self.now
+        if due and self.chain_owner and self.chained is None and node["kind"] in CHAINABLE:
+            expires = self.now + timedelta(seconds=self.lease_seconds)
+            return "running", 1, self.chain_owner, expires, False
+        return status, 0, "", None, due
+
     def insert_ready_children(
         self, node: dict[str, Any], parent: StepRow, chunks: list[tuple[int, Any]]
     ) -> None:
         """Insert many ready leaf steps of one node at once (a fan-out's children)."""
-        max_attempts = int(node.get("opts", {}).get("max_attempts", settings.ACURIO_MAX_ATTEMPTS))
+        max_attempts = _max_attempts(node)
         rows = [
             (
                 self.graph.instance_id,
@@ -387,16 +435,27 @@ class Txn:
 
             break_loop(self, step, output)
             return
-        if step.parent_id is not None and self._finishes_root(step):
-            # The last step of a workflow whose root completes with it (a top-level sequence):
-            # the step (fenced), the root step and the instance in one statement, in the
-            # order complete() and advance() would take them.
-            result, now = to_json(output), self.now
-            params = [result, now, step.id, step.attempts, result, now, result, now]
-            params.append(step.instance_id)
-            if not execute_prepared(_FINISH_SQL, params):
-                raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
-            return
+        from jobs.durable.kinds import get_kind
+
+        parent_node = self.graph.parents.get(step.node_id)
+        if step.parent_id is not None and step.chunk_index is None and parent_node is not None:
+            parent_kind = get_kind(parent_node["kind"])
+            if parent_node is self.graph.spec and parent_kind.completes_with(
+                parent_node, step.node_id
+            ):
+                # The last step of a workflow whose root completes with it (a top-level
+                # sequence): the step (fenced), the root step and the instance in one
+                # statement, in the order complete() and advance() would take them.
+                result, now = to_json(output), self.now
+                params = [result, now, step.id, step.attempts, result, now, result, now]
+                params.append(step.instance_id)
+                if not execute_prepared(_FINISH_SQL, params):
+                    raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
+                return
+            follower = parent_kind.follows(parent_node, step.node_id)
+            if follower is not None and follower["kind"] in CHAINABLE:
+                self._checkpoint_and_activate(step, output, parent_node, follower)
+                return
         # One round trip: the fenced UPDATE, and the parent row the graph advances through.
         rows = execute_prepared(
             "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
@@ -411,16 +470,60 @@ class Txn:
         parent = None if rows[0][0] is None else StepRow.from_row(rows[0])
         self.advance(step, output, parent=parent)
 
-    def _finishes_root(self, step: StepRow) -> bool:
-        """Is ``step`` a child of the root node whose completion completes the root?"""
-        from jobs.durable.kinds import get_kind
-
-        root = self.graph.spec
-        if step.chunk_index is not None or not any(
-            child["id"] == step.node_id for child in root.get("children", ())
-        ):
-            return False
-        return get_kind(root["kind"]).completes_with(root, step.node_id)
+    def _checkpoint_and_activate(
+        self, step: StepRow, output: Any, parent_node: dict[str, Any], node: dict[str, Any]
+    ) -> None:
+        """Checkpoint ``step`` and activate ``node``, the task/sql step its parent sequence
+        runs next, in one statement (``_CHECKPOINT_NEXT_SQL``); what ``complete`` →
+        ``child_done`` → ``activate`` would do, in one round trip."""
+        status, attempts, owner, expires, due = self._claim_on_insert(node, "ready", self.now)
+        rows = execute_prepared(
+            _CHECKPOINT_NEXT_SQL,
+            {
+                "output": to_json(output),
+                "now": self.now,
+                "id": step.id,
+                "attempts": step.attempts,
+                "suffix": f"/{node['id']}",
+                "node_id": node["id"],
+                "kind": node["kind"],
+                "name": node.get("name", ""),
+                "status": status,
+                "new_attempts": attempts,
+                "max_attempts": _max_attempts(node),
+                "run_at": self.now,
+                "owner": owner,
+                "expires": expires,
+                "started": self.now if status == "running" else None,
+                "parent_node": parent_node["id"],
+            },
+        )
+        found, next_id, next_key = rows[0]
+        if not found:
+            raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
+        if next_id is None:
+            # The parent stopped meanwhile (cancelled, failed), or is not the node the graph
+            # says: the general path decides what, if anything, comes next.
+            self.advance(step, output)
+            return
+        row = StepRow(
+            next_id,
+            step.instance_id,
+            step.parent_id,
+            next_key,
+            node["id"],
+            node["kind"],
+            node.get("name", ""),
+            status,
+            attempts,
+            _max_attempts(node),
+            None,
+            None,
+        )
+        if owner:
+            self.chained = row
+        if due:
+            self.notify = True
 
     def complete(self, step: StepRow, output: Any) -> None:
         """Complete a composite step (no claim to fence) and advance the graph.

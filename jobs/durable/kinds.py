@@ -100,6 +100,12 @@ class Kind:
         is this node in one statement: the child, this step and the instance)."""
         return False
 
+    def follows(self, node: dict[str, Any], child_node_id: int) -> dict[str, Any] | None:
+        """The child this composite activates, with nothing else done, when the given child
+        completes (a sequence's next step), else None. Lets the engine checkpoint a step and
+        activate its successor in one statement."""
+        return None
+
     def check(self, node: dict[str, Any]) -> None:
         """Called by start() for each node: fail early on what the worker could not run."""
 
@@ -182,6 +188,11 @@ class SeqKind(Kind):
 
     def completes_with(self, node, child_node_id):
         return node["children"][-1]["id"] == child_node_id
+
+    def follows(self, node, child_node_id):
+        ids = [c["id"] for c in node["children"]]
+        position = ids.index(child_node_id)
+        return node["children"][position + 1] if position + 1 < len(ids) else None
 
     def child_done(self, txn, node, step, child, output):
         ids = [c["id"] for c in node["children"]]

@@ -20,7 +20,11 @@ One step, on Django's default connection (kept open for the worker's whole life)
    step of a sequence), it inserts it already claimed by this worker (attempt 1, leased), and
    the worker runs it straight away: no claim statement, no wake-up, for each step after the
    first. It is an ordinary leased claim, so a crash leaves it to lease recovery; a draining
-   worker puts it back to ready. ``Worker(chain=False)`` turns it off (step-by-step tests).
+   worker puts it back to ready. The checkpoint and that insert are one statement
+   (``Txn._checkpoint_and_activate``). When the checkpoint chained nothing (the workflow
+   finished, or its next step is not a task), the same transaction claims the next ready step
+   of any instance with the claim statement above, so the claim commits with the checkpoint:
+   one commit per step. ``Worker(chain=False)`` turns both off (step-by-step tests).
 3. **Failure** — the transaction rolls back; a second short transaction records the error and
    either schedules the retry (exponential backoff with jitter) or fails the step and the
    instance (PermanentError, or attempts used up), also fenced.
@@ -39,6 +43,7 @@ land is left alone).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -78,7 +83,7 @@ WITH picked AS (
     SELECT id, instance_id FROM durable_step
     WHERE status = 'ready' AND run_at <= %(now)s
     ORDER BY run_at
-    LIMIT %(limit)s
+    LIMIT {{limit:d}}
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE durable_step AS s
@@ -101,6 +106,9 @@ SELECT c.*, i.status, i.graph, i.input, i.on_failure,
     EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id)
 FROM claimed AS c LEFT JOIN durable_instance AS i ON i.id = c.instance_id
 """
+# The LIMIT is written into the text (claim_sql): with a ``LIMIT $n`` parameter PostgreSQL's
+# generic plan of the prepared statement assumes many rows and scans both tables whole, so it
+# would re-plan the statement at every claim instead.
 # One statement claims the step, marks a pending instance running and reads the instance's
 # graph (so a step of an instance not in the worker's graph cache needs no ``SELECT graph``).
 # It never waits for the instance's row lock (SKIP LOCKED): a claim holding its step's lock
@@ -108,6 +116,13 @@ FROM claimed AS c LEFT JOIN durable_instance AS i ON i.id = c.instance_id
 # (instance, then its steps) and could deadlock. An instance it skipped (locked right now) is
 # marked running by a second statement, after the claim's lock is gone. ``i.status`` is the
 # status before this statement.
+
+
+@functools.cache
+def claim_sql(limit: int) -> str:
+    """The claim statement for up to ``limit`` steps (one prepared statement per limit)."""
+    return _CLAIM_SQL.format(limit=int(limit))
+
 
 _MARK_RUNNING_SQL = (
     "UPDATE durable_instance SET status = 'running', started_at = %s"
@@ -204,15 +219,17 @@ class Worker:
     def claim(self, limit: int = 1, now: datetime | None = None) -> list[StepRow]:
         """Claim up to ``limit`` ready steps (one short autocommit statement, see _CLAIM_SQL)."""
         now = now or self.clock()
-        rows = execute_prepared(
-            _CLAIM_SQL,
-            {
-                "now": now,
-                "limit": limit,
-                "owner": self.worker_id,
-                "expires": now + timedelta(seconds=self.lease_seconds),
-            },
-        )
+        return self._claimed(execute_prepared(claim_sql(limit), self._claim_params(now)), now)
+
+    def _claim_params(self, now: datetime) -> dict[str, Any]:
+        return {
+            "now": now,
+            "owner": self.worker_id,
+            "expires": now + timedelta(seconds=self.lease_seconds),
+        }
+
+    def _claimed(self, rows: list[tuple], now: datetime) -> list[StepRow]:
+        """The steps of committed claim rows that may run (run with no transaction open)."""
         steps = []
         for row in rows:
             step = StepRow.from_row(row)
@@ -288,6 +305,7 @@ class Worker:
                         txn = self._txn(graph, chain)
                         txn.checkpoint(step, output)
                         txn.flush()
+                        claimed = self._claim_next(txn, chain)
                 else:
                     output = kind.execute(ctx, node)
                     self._check_timeout(timeout, started)
@@ -295,6 +313,7 @@ class Worker:
                         txn = self._txn(graph, chain)
                         txn.checkpoint(step, output)
                         txn.flush()
+                        claimed = self._claim_next(txn, chain)
             except Fenced:
                 logger.info(
                     "step %s (attempt %s) lost its claim; rolled back", step.id, step.attempts
@@ -305,11 +324,25 @@ class Worker:
                     raise ConnectionLost(step) from exc
                 return self._record_failure(step, node, exc)
             self.steps_run += 1
-            self._local.chained = txn.chained
+            if claimed is not None:
+                ready = self._claimed(*claimed)
+                self._local.chained = ready[0] if ready else None
+            else:
+                self._local.chained = txn.chained
             return "completed"
         finally:
             with self._lock:
                 self._active.pop(step.id, None)
+
+    def _claim_next(self, txn: Txn, chain: bool) -> tuple[list[tuple], datetime] | None:
+        """With chaining, when this checkpoint chained no step of its own instance, claim the
+        next ready step in the same transaction: the claim commits with the checkpoint, one
+        commit per step instead of two. Returns the claim's rows and time, to be handled
+        (``_claimed``) once the transaction has committed; None when nothing was asked."""
+        if not chain or txn.chained is not None or self.shutdown:
+            return None
+        now = self.clock()
+        return execute_prepared(claim_sql(1), self._claim_params(now)), now
 
     def _txn(self, graph: Any, chain: bool) -> Txn:
         if chain:
@@ -366,26 +399,31 @@ class Worker:
             if cursor.rowcount:
                 cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
 
-    def run_one(self) -> bool:
-        """Claim and run one step; True if there was one."""
+    def run_one(self, max_steps: int | None = None) -> bool:
+        """Claim and run one step, then what its checkpoint chained or claimed; True if there
+        was one. ``max_steps`` bounds the steps run (no chaining or claiming past it)."""
         steps = self.claim(1)
         for step in steps:
             self._local.chained = None
-            self.execute(step, chain=self.chain)
-            # Run what the checkpoint chained (the next step of a sequence), unless draining.
+            left = max_steps
+            self.execute(step, chain=self.chain and (left is None or left > 1))
+            # Run what the checkpoint chained (the next step of a sequence) or claimed (the
+            # next ready step), unless draining.
             while (chained := self._local.chained) is not None:
                 self._local.chained = None
                 if self.shutdown:
                     self.release(chained)
                     break
-                self.execute(chained, chain=True)
+                left = None if left is None else left - 1
+                self.execute(chained, chain=left is None or left > 1)
         return bool(steps)
 
     def drain(self, max_steps: int | None = None) -> int:
         """Run steps in this thread until none is ready (tests, ``--once``). Returns the count."""
         before = self.steps_executed
-        while not self.shutdown and (max_steps is None or self.steps_executed - before < max_steps):
-            if not self.run_one():
+        while not self.shutdown:
+            left = None if max_steps is None else max_steps - (self.steps_executed - before)
+            if (left is not None and left <= 0) or not self.run_one(left):
                 break
         return self.steps_executed - before
 

@@ -57,7 +57,7 @@ def run_until(worker: Worker, job: AnalysisJob, predicate) -> None:
         job.refresh_from_db()
         if predicate(job):
             return
-        assert worker.run_one(), f"no step left to run; job is {job.status}: {job.error}"
+        assert worker.run_one(max_steps=1), f"no step left to run; job is {job.status}: {job.error}"
     raise AssertionError("the workflow did not get there")
 
 

@@ -4,12 +4,16 @@ controlled with time-machine."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import time_machine
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.durable import (
@@ -29,6 +33,7 @@ from jobs.durable import (
     task,
 )
 from jobs.durable.models import Instance, Step
+from jobs.durable.worker import claim_sql
 from tests.engine.conftest import rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
@@ -502,6 +507,86 @@ def test_draining_worker_puts_its_chained_step_back():
     second = Step.objects.get(instance_id=iid, node_id=2)
     assert (second.status, second.lease_owner) == ("ready", "")
     assert status(iid) == "running"
+
+
+def test_the_last_checkpoint_of_a_workflow_claims_the_next_ready_step_in_its_transaction():
+    first, second = start(t("record")), start(t("record"))
+    worker = Worker(worker_id="claimer")
+    assert worker.run_one()
+    assert status(first) == "completed" and status(second) == "completed", (
+        "one claim ran both: the first checkpoint's transaction claimed the second step"
+    )
+    assert [s.attempts for s in Step.objects.filter(kind="task")] == [1, 1]
+    assert len(rows()) == 2
+
+
+def test_a_bounded_drain_neither_chains_nor_claims_past_its_bound():
+    first, second = start(t("record") >> t("record")), start(t("record"))
+    assert Worker(worker_id="bounded").drain(max_steps=1) == 1
+    assert status(first) == "running" and status(second) == "pending"
+    # nothing was claimed ahead: no attempt used, no lease taken
+    assert {(s.status, s.attempts, s.lease_owner) for s in steps_of(second)} == {("ready", 0, "")}
+    assert Step.objects.filter(instance_id=first, node_id=2).first() is not None
+    assert Step.objects.get(instance_id=first, node_id=2).status == "ready"
+
+
+def test_a_draining_worker_claims_no_next_step():
+    first, second = start(t("record")), start(t("record"))
+    worker = Worker(worker_id="drainer")
+    original = worker.execute
+
+    def execute_then_signal(step, chain=False):
+        worker.shutdown = True  # SIGTERM arrives during the step
+        return original(step, chain=chain)
+
+    worker.execute = execute_then_signal
+    assert worker.run_one()
+    assert status(first) == "completed" and status(second) == "pending"
+    assert {(s.status, s.attempts) for s in steps_of(second)} == {("ready", 0)}
+
+
+def test_a_checkpoint_whose_sequence_stopped_meanwhile_activates_nothing():
+    iid = start(t("record") >> t("record") >> t("record"))
+    worker = Worker(worker_id="w", chain=False)
+    step = worker.claim()[0]
+    Step.objects.filter(instance_id=iid, parent__isnull=True).update(status="failed")
+    assert worker.execute(step, chain=True) == "completed"
+    assert [(s.node_id, s.status) for s in steps_of(iid)] == [(0, "failed"), (1, "completed")]
+    assert worker._local.chained is None
+
+
+def test_the_workers_hot_statements_are_prepared_on_the_server():
+    """Django connects with prepared statements off; the settings let the engine's explicit
+    requests through, so PostgreSQL neither parses nor plans a claim or checkpoint twice."""
+    start(t("record") >> t("record") >> t("record"))
+    Worker(worker_id="w").drain()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE from_sql = false")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any("FOR UPDATE SKIP LOCKED" in text for text in prepared), prepared
+    assert any(text.startswith("WITH done AS") for text in prepared), prepared
+    # The claim's LIMIT is in its text: a parameter there makes PostgreSQL's generic plan
+    # scan whole tables, so it would plan every claim afresh.
+    assert "LIMIT 1\n" in claim_sql(1) and "LIMIT 5\n" in claim_sql(5)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "2147483647"), ("0", "None")])
+def test_prepared_statements_can_be_turned_off_for_a_pooler(value, expected):
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_PREPARED_STATEMENTS"}
+    env["DEBUG"] = "1"
+    if value is not None:
+        env["DATABASE_PREPARED_STATEMENTS"] = value
+    code = "from django.conf import settings as s; print(s.DATABASES['default']['OPTIONS'].get('prepare_threshold'))"
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == expected
 
 
 # --- rolling deploys and odd states --------------------------------------------------------------

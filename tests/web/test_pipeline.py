@@ -113,7 +113,7 @@ def test_verify_fans_out_in_chunks_and_counts_progress(corpus, user, monkeypatch
     job = pipeline.submit_analysis(user, source.name, source.read_bytes())
     worker = Worker(once=True)
     seen = []
-    while worker.run_one():
+    while worker.run_one(max_steps=1):
         seen.append(
             AnalysisJob.objects.values_list("progress_step", "progress_done", "progress_total").get(
                 pk=job.pk
