@@ -677,8 +677,8 @@ def ratio_lines(summaries: dict[tuple[str, int], Summary], worker_counts: list[i
     lines = [
         "| workers | engine steps/s ÷ raw loop (target ≥ 0.5) | engine steps/s ÷ django-tasks-db "
         "jobs/s (target ≥ 2) | engine steps/s ÷ Procrastinate jobs/s (target ≥ 2) | "
-        "engine workflows/s ÷ django-tasks-db jobs/s | engine workflows/s ÷ Procrastinate "
-        "jobs/s |",
+        "engine workflows/s ÷ django-tasks-db jobs/s (no target) | engine workflows/s ÷ "
+        "Procrastinate jobs/s (no target) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for workers in worker_counts:
@@ -688,14 +688,17 @@ def ratio_lines(summaries: dict[tuple[str, int], Summary], worker_counts: list[i
             ("raw", "steps_per_s", 0.5),
             ("dtdb", "steps_per_s", 2.0),
             ("proc", "steps_per_s", 2.0),
-            ("dtdb", "jobs_per_s", 2.0),
-            ("proc", "jobs_per_s", 2.0),
+            ("dtdb", "jobs_per_s", None),
+            ("proc", "jobs_per_s", None),
         ):
             other = summaries.get((peer, workers))
             if engine is None or other is None or not other.best.jobs_per_s:
                 cells.append("—")
                 continue
             ratio = getattr(engine.best, attr) / other.best.jobs_per_s
+            if target is None:  # a 3-step workflow against one job: context, not a target
+                cells.append(f"{ratio:.2f}")
+                continue
             mark = "met" if ratio >= target else "MISSED"
             cells.append(f"{ratio:.2f} ({mark})")
         lines.append("| " + " | ".join(cells) + " |")
