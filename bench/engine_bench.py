@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.peers import common as peer_common  # noqa: E402
 from bench.peers.common import dsn, url  # noqa: E402
 
 PY = sys.executable
@@ -720,7 +721,7 @@ def environment_lines(engine_source: str) -> list[str]:
             versions.append(f"{dist} (not installed)")
     return [
         f"machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
-        f"PostgreSQL {row[0] if row else '?'} at 127.0.0.1:5432, stock settings: "
+        f"PostgreSQL {row[0] if row else '?'} at {peer_common.HOST}:{peer_common.PORT}, settings: "
         + ", ".join(f"{n}={s}" for n, s in settings),
         "packages: " + ", ".join(versions),
         f"engine code: {engine_source or 'not run'}",

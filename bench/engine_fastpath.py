@@ -1,20 +1,15 @@
 """A/B of the durable worker's fast paths on no-op 3-step workflows (benchmark aid only).
 
-Nothing here is used by the application: ``jobs/durable/`` belongs to the engine's engineer.
 Three variants drain the same queue in this process, one after the other, repeated:
 
-- ``chain-off``  the stock ``Worker(chain=False)``: every step is claimed from the queue;
-- ``chain-on``   the stock ``Worker()``: a checkpoint that activates the next ``task`` of the
-                 same instance inserts it already claimed, and the worker runs it next;
-- ``one-claim``  ``chain-on`` plus a sketch of the one remaining suggestion: the claim
-                 statement also marks a pending instance running and returns the instance's
-                 graph, input and hook (the stock claim sends a second autocommit UPDATE for
-                 a first step, and a ``SELECT graph`` whenever the instance is not in the
-                 worker's 512-entry graph cache, which with a queue served oldest first is the
-                 first step of every instance). A sketch: its one statement holds the
-                 step's row lock while waiting for the instance's, the reverse of
-                 ``cancel()``'s order, so it could deadlock against a cancel; see
-                 bench/results/engine.md before porting it.
+- ``unprepared``  the stock worker on a connection with prepared statements off (Django's
+                  default, ``DATABASE_PREPARED_STATEMENTS=0``): PostgreSQL parses and plans
+                  every claim and checkpoint afresh;
+- ``chain-off``   ``Worker(chain=False)``: every step is claimed from the queue in its own
+                  autocommit statement, then checkpointed in a second transaction;
+- ``stock``       ``Worker()``: a sequence step's checkpoint inserts the next step already
+                  claimed (one statement), and a checkpoint that chains nothing claims the
+                  next ready step in its own transaction: one commit per step.
 
 Each run counts statements (client side, a Django ``execute_wrapper``; the engine's prepared
 statements go through psycopg directly and are counted by wrapping its ``execute_prepared``),
@@ -33,7 +28,6 @@ import os
 import subprocess
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,65 +38,6 @@ if str(ROOT) not in sys.path:
 from bench.peers.common import dsn, url  # noqa: E402
 
 DEFAULT_DB = "acurio_bench_engprof"
-
-
-def one_claim_worker() -> type:
-    """The stock worker with the one-statement claim (defined after ``django.setup()``)."""
-    from jobs.durable import engine
-    from jobs.durable.engine import STEP_COLUMNS, Graph, StepRow, _decode
-    from jobs.durable.worker import Worker
-
-    cols = [c.strip() for c in STEP_COLUMNS.split(",")]
-    claim_sql = f"""
-    WITH picked AS (
-        SELECT id FROM durable_step
-        WHERE status = 'ready' AND run_at <= %(now)s
-        ORDER BY run_at LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-        UPDATE durable_step AS s
-        SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
-            lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
-        FROM picked WHERE s.id = picked.id
-        RETURNING {", ".join("s." + c for c in cols)}
-    ), started AS (
-        UPDATE durable_instance AS i SET status = 'running', started_at = %(now)s
-        FROM claimed WHERE i.id = claimed.instance_id AND i.status = 'pending'
-        RETURNING i.id
-    )
-    SELECT {", ".join("c." + c for c in cols)}, i.status, i.graph, i.input, i.on_failure
-    FROM claimed AS c JOIN durable_instance AS i ON i.id = c.instance_id
-    """
-
-    class OneClaimWorker(Worker):
-        def claim(self, limit: int = 1, now: Any = None) -> list[StepRow]:
-            now = now or self.clock()
-            rows = engine.execute_prepared(  # looked up per call, so the A/B counts it
-                claim_sql,
-                {
-                    "now": now,
-                    "limit": limit,
-                    "owner": self.worker_id,
-                    "expires": now + timedelta(seconds=self.lease_seconds),
-                },
-            )
-            steps = []
-            for row in rows:
-                step = StepRow.from_row(row[: len(cols)])
-                step.status = "running"
-                status, graph, input_, on_failure = row[len(cols) :]
-                if status not in ("pending", "running"):
-                    # The stock claim's path for a cancelled instance (rare): not sketched.
-                    self.release(step)
-                    continue
-                if step.instance_id not in engine._graphs:
-                    engine._graphs[step.instance_id] = Graph.build(
-                        step.instance_id, _decode(graph), _decode(input_), on_failure
-                    )
-                steps.append(step)
-            return steps
-
-    return OneClaimWorker
 
 
 def main() -> int:
@@ -141,10 +76,10 @@ def main() -> int:
     from jobs.durable.worker import Worker
 
     workflow = task(NOOP) >> task(NOOP) >> task(NOOP)
-    variants: list[tuple[str, Any]] = [
-        ("chain-off", lambda: Worker(once=True, chain=False)),
-        ("chain-on", lambda: Worker(once=True)),
-        ("one-claim", lambda: one_claim_worker()(once=True)),
+    variants: list[tuple[str, Any, bool]] = [
+        ("unprepared", lambda: Worker(once=True), False),
+        ("chain-off", lambda: Worker(once=True, chain=False), True),
+        ("stock", lambda: Worker(once=True), True),
     ]
 
     def xacts() -> int:
@@ -167,7 +102,7 @@ def main() -> int:
         flush=True,
     )
     for repeat in range(args.repeats):
-        for name, make in variants if repeat % 2 == 0 else variants[::-1]:
+        for name, make, prepared in variants if repeat % 2 == 0 else variants[::-1]:
             engine._graphs.clear()
             with connection.cursor() as cursor:
                 cursor.execute("TRUNCATE durable_instance, durable_step CASCADE")
@@ -183,6 +118,9 @@ def main() -> int:
             log.count.clear()
             log.seconds.clear()
             worker = make()
+            connection.ensure_connection()
+            if not prepared:
+                connection.connection.prepare_threshold = None
             engine.execute_prepared = worker_module.execute_prepared = counted_prepared
             cpu = time.process_time()
             began = time.perf_counter()
