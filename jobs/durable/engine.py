@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -39,6 +38,7 @@ from django.utils.module_loading import import_string
 from jobs.durable.context import to_json
 from jobs.durable.errors import Break, DurableError
 from jobs.durable.graph import iter_spec
+from jobs.prepared import execute_prepared
 
 logger = logging.getLogger("jobs.durable")
 
@@ -52,25 +52,6 @@ UNFINISHED_INSTANCE = ("pending", "running")
 CHAINABLE = frozenset({"task", "sql"})
 DEFAULT_BACKOFF = 1.0  # seconds before the first retry; doubles per attempt
 DEFAULT_BACKOFF_CAP = 300.0  # no retry waits longer than this
-
-
-def execute_prepared(sql: str, params: Any) -> list[tuple]:
-    """Run a hot statement as a server-side prepared statement on Django's connection.
-
-    Django's cursors bind parameters client-side, so PostgreSQL would parse and plan every
-    claim and checkpoint afresh (which costs more than executing these one-row statements). A
-    psycopg server-binding cursor on the same connection joins the same transaction; errors
-    are wrapped into Django's exceptions as with any Django cursor. Returns the rows (an empty
-    list for a statement without any).
-
-    Django connects with prepared statements off; ``acurio.settings`` sets a
-    ``prepare_threshold`` that lets these explicit requests through
-    (``DATABASE_PREPARED_STATEMENTS``), else the statement is simply sent unprepared.
-    """
-    connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params, prepare=True)
-        return cursor.fetchall() if cursor.description is not None else []
 
 
 # A leaf step's checkpoint that also completes its parent, the root step, and the instance

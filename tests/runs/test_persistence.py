@@ -334,3 +334,20 @@ def test_client_save_queued_behind_a_sweeper_claims_once_it_commits(make_job):
     assert outcome["client"].action == "claim"
     run = AnalysisRun.objects.get(pk=job.run_id)
     assert (run.saved_by, run.job_id) == ("client", job.pk)
+
+
+def test_save_survives_a_rollback_that_deallocates_prepared_statements(run_jobs):
+    """save_run is a prepared statement. A ROLLBACK (here a savepoint's) makes psycopg send
+    DEALLOCATE ALL; the next save must prepare it again, not name a statement that is gone."""
+    from django.db import transaction
+
+    assert saved(run_jobs[OLDER], "client").action == "write"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE from_sql = false")
+        assert cursor.fetchone()[0] >= 1, "the save ran as a server-side prepared statement"
+    with pytest.raises(RuntimeError), transaction.atomic():
+        raise RuntimeError("roll back to the savepoint")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone()[0] == 0, "psycopg deallocated everything on the rollback"
+    assert_written(saved(run_jobs[SAME], "client"), run_jobs, SAME, "client")
