@@ -271,16 +271,18 @@ def _known_name_before(window: str, vocab: _Vocabulary) -> tuple[int, str] | Non
     return None
 
 
-def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str]] | None:
-    """The author chain ending ``prefix``: (start offset in prefix, surnames) or None."""
+def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool] | None:
+    """The author chain ending ``prefix``: (start offset in prefix, surnames, whether it ends
+    in "et al.") or None."""
     window = prefix[-160:]
     offset = len(prefix) - len(window)
     known = _known_name_before(window, vocab)
     if known:
-        return offset + known[0], [known[1]]
+        return offset + known[0], [known[1]], False
     m = _CHAIN.search(window)
     if not m:
         return None
+    etal = bool(m.group(2))
     chain = m.group(1)
     start = m.start(1)
     names = _split_chain(chain)
@@ -344,12 +346,23 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str]] | No
         f = fold(names[0])
         if f in _DOCUMENT_NOUNS and f not in vocab.surnames:
             return None
-    return offset + start, names
+    return offset + start, names, etal
 
 
-def _year_key(author: str, year: str, suffix: str | None) -> dict:
+def _year_key(
+    author: str, year: str, suffix: str | None, names: list[str] | None = None, etal: bool = False
+) -> dict:
+    """A key ``{"author", "year"}``, plus what the marker says of the other authors, used
+    only to tell apart entries of one first author and year (``matching.narrow``) and kept
+    out of the report: ``_with`` (the co-authors it names) and ``_etal``. A key with neither
+    cites a single author."""
     year = year.replace(" ", "")
-    return {"author": author, "year": year + (suffix or "")}
+    key = {"author": author, "year": year + (suffix or "")}
+    if names and len(names) > 1:
+        key["_with"] = list(names[1:])
+    if etal:
+        key["_etal"] = True
+    return key
 
 
 def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
@@ -357,6 +370,8 @@ def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
     for part in re.split(r";", content):
         pos = 0
         author = None
+        names: list[str] = []
+        etal = False
         last_end = None
         for m in _YEAR_TOKEN.finditer(part):
             if _LOCATOR_BEFORE.search(part[: m.start()]):
@@ -366,14 +381,15 @@ def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
                 and last_end is not None
                 and re.fullmatch(r"\s*,\s*", part[last_end : m.start()])
             ):
-                keys.append(_year_key(author, m.group(1), m.group(2)))
+                keys.append(_year_key(author, m.group(1), m.group(2), names, etal))
                 last_end = m.end()
                 continue
             found = _chain_before(_ABBR_TAIL.sub(r"\1", part[pos : m.start()]), vocab)
             if not found:
                 continue
-            author = found[1][0]
-            keys.append(_year_key(author, m.group(1), m.group(2)))
+            _, names, etal = found
+            author = names[0]
+            keys.append(_year_key(author, m.group(1), m.group(2), names, etal))
             last_end = m.end()
             pos = m.end()
     return keys
@@ -421,9 +437,9 @@ def _author_year_markers(
             found = _chain_before(text[:i].rstrip(), vocab)
             gap = text[:i]
             if found and len(gap) - len(gap.rstrip()) <= 1:
-                start, names = found
+                start, names, etal = found
                 keys = [
-                    _year_key(names[0], m.group(1), m.group(2))
+                    _year_key(names[0], m.group(1), m.group(2), names, etal)
                     for m in _YEAR_TOKEN.finditer(content)
                     if not _LOCATOR_BEFORE.search(content[: m.start()])
                 ]

@@ -5,7 +5,8 @@ number), so a thesis with n citations and m entries costs O(n + m); the fuzzy su
 only scans the entries of the cited year. Verdicts follow DESIGN.md: ``verified`` (exactly one
 entry), ``missing_reference``, ``year_mismatch`` (the author is listed, with other years),
 ``author_mismatch`` (the year is listed under a surname a small edit away), ``ambiguous`` (several
-entries fit and no a/b suffix tells them apart); a marker gets the worst verdict of its keys.
+entries fit and neither an a/b suffix nor the co-authors the marker names tell them apart); a
+marker gets the worst verdict of its keys.
 """
 
 from __future__ import annotations
@@ -100,6 +101,48 @@ class Index:
         return self.refs[self.by_author[hit[0]][0]]
 
 
+_TRUNCATED = re.compile(r"\b(?:et\s+al\.?|u\.\s?a\.|and others)", re.IGNORECASE)
+
+
+def _author_count(ref: Reference) -> tuple[int, bool]:
+    """(authors listed, whether the list is cut short with "et al." / "u. a.")."""
+    head = ref.text
+    if ref.year:
+        cut = head.find(split_year(ref.year)[0])
+        head = head[:cut] if cut > 0 else head[:200]
+    return len(ref.authors), bool(_TRUNCATED.search(head))
+
+
+def _fits(key: dict, ref: Reference) -> bool:
+    """Whether what a marker says of the other authors fits this entry's author list.
+
+    "Smith & Lee" names a second author and no more; "Smith et al." means three or more (two
+    authors are always both named); a bare "Smith" means Smith alone.
+    """
+    count, truncated = _author_count(ref)
+    others = key.get("_with") or []
+    etal = bool(key.get("_etal"))
+    for position, name in enumerate(others, start=1):
+        if position >= len(ref.authors):
+            if not truncated:
+                return False
+            continue
+        if not close_enough(fold(name), fold(ref.authors[position])):
+            return False
+    named = 1 + len(others)
+    if etal:
+        return truncated or count > max(named, 2)
+    return count == named or (truncated and count <= named)
+
+
+def narrow(key: dict, refs: list[Reference], idx: list[int]) -> list[int]:
+    """The entries among ``idx`` (same first author and year) whose author lists fit the
+    marker's; all of them when none fits, so a marker that misnames its co-authors still reads
+    as matching its first author."""
+    fitting = [i for i in idx if _fits(key, refs[i])]
+    return fitting or idx
+
+
 def _years(refs: list[Reference], idx: list[int]) -> str:
     ys = sorted({refs[i].year or "n.d." for i in idx})
     return ", ".join(ys)
@@ -123,6 +166,8 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
     if cands:
         if suffix:
             exact = [i for i in cands if split_year(refs[i].year)[1] == suffix]
+            if len(exact) > 1:
+                exact = narrow(key, refs, exact)
             if len(exact) == 1:
                 return "verified", exact, f"matches {refs[exact[0]].label()}"
             if len(exact) > 1:
@@ -136,6 +181,8 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
                 [],
                 f"no entry by {author} for {year}; listed: {_years(refs, cands)}",
             )
+        if len(cands) > 1:
+            cands = narrow(key, refs, cands)
         if len(cands) == 1:
             return "verified", cands, f"matches {refs[cands[0]].label()}"
         return (

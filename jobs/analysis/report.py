@@ -29,6 +29,12 @@ def reference_verdicts(n_refs: int, citation_verdicts: list[dict]) -> list[str]:
     return ["cited" if x else "uncited" for x in cited]
 
 
+def public_key(key: dict) -> dict:
+    """A citation key as the report shows it: ``author``/``year`` or ``number``; the parser's
+    private hints (``_with``, ``_etal``) stay out."""
+    return {k: v for k, v in key.items() if not k.startswith("_")}
+
+
 def build_report(
     document_name: str,
     parsed: ParsedDocument | dict,
@@ -49,7 +55,7 @@ def build_report(
         citations.append(
             {
                 "text": c["text"],
-                "keys": c["keys"],
+                "keys": [public_key(k) for k in c["keys"]],
                 "verdict": c["verdict"],
                 "references": c.get("references", []),
                 "reason": c.get("reason", ""),

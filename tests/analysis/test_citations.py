@@ -35,10 +35,13 @@ def test_apa_parenthetical_narrative_and_multiple_works():
         "(see also Brandt-Wallin et al., 2018)",
     ]
     assert parsed.citations[0]["keys"] == [
-        {"author": "Smith", "year": "2020a"},
+        {"author": "Smith", "year": "2020a", "_with": ["Lee"]},
         {"author": "O'Connor", "year": "2019"},
     ]
-    assert parsed.citations[2]["keys"] == [{"author": "Smith", "year": "2020b"}]
+    assert parsed.citations[2]["keys"] == [{"author": "Smith", "year": "2020b", "_with": ["Lee"]}]
+    assert parsed.citations[1]["keys"] == [
+        {"author": "Brandt-Wallin", "year": "2018", "_etal": True}
+    ]
 
 
 def test_harvard_three_authors_and_prose_prefix():
@@ -73,7 +76,7 @@ def test_german_author_year_with_vgl_ua_pages_umlauts_and_ebd():
         "Vetter u. a. (2020)",
         "Klieme/Walters (2016)",
     ]
-    assert parsed.citations[1]["keys"] == [{"author": "Müller", "year": "2022"}]
+    assert parsed.citations[1]["keys"] == [{"author": "Müller", "year": "2022", "_with": ["Voigt"]}]
 
 
 def test_ieee_brackets_with_ranges():
@@ -135,7 +138,7 @@ def test_prose_list_before_one_author_and_ibid_with_lead_in():
         "Lucksnat u. a. (2022)",
         "(dazu ausführlich ebd., S. 9)",
     ]
-    assert parsed.citations[1]["keys"] == [{"author": "Lucksnat", "year": "2022"}]
+    assert parsed.citations[1]["keys"] == [{"author": "Lucksnat", "year": "2022", "_etal": True}]
 
 
 def test_ieee_ranges_across_brackets_pinpoints_and_non_citations():

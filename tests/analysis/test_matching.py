@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.analysis import verify
+from jobs.analysis import analyze, verify
 from jobs.analysis.references import Reference
 
 
@@ -117,3 +117,62 @@ def test_matching_a_listed_author_never_scans_the_reference_list(monkeypatch):
     verify([{"text": "x", "keys": [{"author": "Nobody", "year": "1950"}]}], refs, "apa")
     assert scans["close_enough"] <= n // 70 + 1
     assert scans["closest"] == 1
+
+
+# --- entries sharing a first author and year, told apart by the marker's other authors -------
+SHARED = """# Body
+
+{body}
+
+# References
+
+Smith, J. (2020). A sole-author study. Journal of Effects, 1, 1-2.
+
+Smith, J., & Lee, K. (2020). A joint study. Journal of Effects, 2, 3-4.
+
+Smith, J., Park, A., & Cho, B. (2020). A team study. Journal of Effects, 3, 5-6.
+
+Brown, T., & Green, P. (2019). One study. Review Journal, 4, 7-8.
+
+Brown, T., & Gray, P. (2019). Another study. Review Journal, 5, 9-10.
+"""
+
+
+def _shared(body: str) -> dict:
+    return analyze(SHARED.format(body=body).encode(), "thesis.md")
+
+
+def test_co_authors_named_by_the_marker_pick_the_entry():
+    report = _shared(
+        "One (Smith, 2020). Two (Smith & Lee, 2020). Three (Smith et al., 2020). "
+        "Smith and Lee (2020) agree."
+    )
+    found = [(c["text"], c["verdict"], c["references"]) for c in report["citations"]]
+    assert found == [
+        ("(Smith, 2020)", "verified", [0]),
+        ("(Smith & Lee, 2020)", "verified", [1]),
+        ("(Smith et al., 2020)", "verified", [2]),
+        ("Smith and Lee (2020)", "verified", [1]),
+    ]
+    # the parser's hints stay out of the report: keys are the contract's shape
+    assert all(set(k) == {"author", "year"} for c in report["citations"] for k in c["keys"])
+
+
+def test_same_first_author_and_year_stays_ambiguous_when_the_marker_cannot_tell():
+    report = _shared("Both (Brown et al., 2019) and (Smith & Kim, 2020). Or (Brown, 2019).")
+    found = [(c["text"], c["verdict"], c["references"]) for c in report["citations"]]
+    assert found == [
+        # "et al." for two-author works fits neither; "Kim" is no co-author of any Smith 2020
+        ("(Brown et al., 2019)", "ambiguous", [3, 4]),
+        ("(Smith & Kim, 2020)", "ambiguous", [0, 1, 2]),
+        # a bare "Brown" is a sole author: neither fits, so both stay candidates
+        ("(Brown, 2019)", "ambiguous", [3, 4]),
+    ]
+
+
+def test_co_authors_tell_apart_two_entries_of_two_authors():
+    report = _shared("First (Brown & Green, 2019); second (Brown & Gray, 2019).")
+    assert [(c["verdict"], c["references"]) for c in report["citations"]] == [
+        ("verified", [3]),
+        ("verified", [4]),
+    ]
