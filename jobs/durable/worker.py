@@ -6,11 +6,13 @@ that tests drive step by step (``claim`` → ``execute``, or ``run_one``/``drain
 
 One step, on Django's default connection (kept open for the worker's whole life):
 
-1. **Claim** — one autocommit statement: ``UPDATE ... FROM (SELECT ... WHERE status = 'ready'
-   AND run_at <= now ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED)``, setting ``running``,
-   ``attempts + 1`` (the claim token), the lease owner and expiry. No lock outlives it. The
-   same statement marks a pending instance running (never waiting for its row lock) and
-   returns the instance's graph.
+1. **Claim** — one statement: ``UPDATE ... FROM (SELECT ... WHERE status = 'ready' AND
+   run_at <= now ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED)``, setting ``running``,
+   ``attempts + 1`` (the claim token), the lease owner and expiry. It commits on its own
+   (autocommit), or at the end of the previous step's checkpoint transaction (see
+   *Chaining*); either way no lock outlives that short transaction. The same statement marks
+   a pending instance running (never waiting for its row lock) and returns the instance's
+   graph.
 2. **Run + checkpoint** — one transaction: the kind's ``execute`` (a task's ORM writes, a SQL
    statement), then the checkpoint UPDATE fenced by ``attempts = token AND status = 'running'``,
    then the graph advances (next step inserted ready, ``NOTIFY`` sent). If the fence finds
