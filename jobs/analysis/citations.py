@@ -41,6 +41,16 @@ _NARRATIVE_CONTENT = re.compile(
 _IBID = re.compile(
     r"^\s*(?:[^\W\d_]+\.?,?\s+){0,3}(?:ebd\.|ebenda|ibid\.?|ibidem)(?![^\W\d_])", re.IGNORECASE
 )
+# The phrase of a secondary citation: the work before it was read in the work after it.
+_SECONDARY = re.compile(
+    r"\b(?:as\s+)?(?:cited|quoted)\s+(?:in|by)\b|\bzit(?:\.|iert)\s*(?:n\.|nach\b)"
+    r"|\bcit\.\s+in\b",
+    re.IGNORECASE,
+)
+# A narrative secondary citation's parenthesis: "Brown (2019, as cited in Green, 2021)".
+_NARRATIVE_SECONDARY = re.compile(
+    rf"^\s*(?:{YEAR}[a-z]?|n\.\s?d\.|o\.\s?J\.)\s*,?\s*(?:{_SECONDARY.pattern})", re.IGNORECASE
+)
 # A group author's abbreviation introduced in the marker: "(World Health Organization [WHO], 2019)".
 _ABBR_TAIL = re.compile(r"\s*\[[^\[\]]{1,15}\](\s*,?\s*)$")
 # Names of laws and agreements read like a surname before a year ("the Localism Act (2011)");
@@ -373,6 +383,7 @@ def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
         names: list[str] = []
         etal = False
         last_end = None
+        found_keys: list[tuple[int, dict]] = []  # (offset of the year, key)
         for m in _YEAR_TOKEN.finditer(part):
             if _LOCATOR_BEFORE.search(part[: m.start()]):
                 continue
@@ -381,7 +392,9 @@ def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
                 and last_end is not None
                 and re.fullmatch(r"\s*,\s*", part[last_end : m.start()])
             ):
-                keys.append(_year_key(author, m.group(1), m.group(2), names, etal))
+                found_keys.append(
+                    (m.start(), _year_key(author, m.group(1), m.group(2), names, etal))
+                )
                 last_end = m.end()
                 continue
             found = _chain_before(_ABBR_TAIL.sub(r"\1", part[pos : m.start()]), vocab)
@@ -389,9 +402,15 @@ def _parse_paren_group(content: str, vocab: _Vocabulary) -> list[dict]:
                 continue
             _, names, etal = found
             author = names[0]
-            keys.append(_year_key(author, m.group(1), m.group(2), names, etal))
+            found_keys.append((m.start(), _year_key(author, m.group(1), m.group(2), names, etal)))
             last_end = m.end()
             pos = m.end()
+        # A secondary citation ("Brown, 2019, as cited in Green, 2021") cites the source that
+        # was read: only that one belongs in the reference list (APA 8.6; "zit. n." in German).
+        secondary = _SECONDARY.search(part)
+        if secondary and any(at >= secondary.end() for at, _ in found_keys):
+            found_keys = [(at, key) for at, key in found_keys if at >= secondary.end()]
+        keys.extend(key for _, key in found_keys)
     return keys
 
 
@@ -447,8 +466,16 @@ def _author_year_markers(
                     cite = Citation(text[start : j + 1], keys, block.index, start, j + 1)
         elif _YEAR_TOKEN.search(content):
             keys = _parse_paren_group(content, vocab)
+            start = i
+            if keys and _NARRATIVE_SECONDARY.match(content):
+                # "Brown (2019, as cited in Green, 2021)": the marker starts at the primary
+                # author, whose work is not in the reference list (only Green's is).
+                found = _chain_before(text[:i].rstrip(), vocab)
+                gap = text[:i]
+                if found and len(gap) - len(gap.rstrip()) <= 1:
+                    start = found[0]
             if keys:
-                cite = Citation(text[i : j + 1], keys, block.index, i, j + 1)
+                cite = Citation(text[start : j + 1], keys, block.index, start, j + 1)
         if cite:
             cite.context = _context(text, cite.start, cite.end)
             out.append(cite)

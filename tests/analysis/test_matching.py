@@ -176,3 +176,23 @@ def test_co_authors_tell_apart_two_entries_of_two_authors():
         ("verified", [3]),
         ("verified", [4]),
     ]
+
+
+def test_a_secondary_citation_needs_only_the_source_that_was_read():
+    doc = (
+        "# Body\n\nSmall (Brown, 2019, as cited in Green, 2021). Brown (2019, as cited in "
+        "Green, 2021) said so. Auch (vgl. Weber 2001, zit. n. Green 2021). Or (Green, 2021; "
+        "White, 2010, cited in Green, 2021). Not secondary: (Brown, 2019; see Green, 2021).\n\n"
+        "# References\n\nGreen, P. (2021). Reviewing the effect. Review Journal, 3, 7-8.\n"
+    )
+    report = analyze(doc.encode(), "thesis.md")
+    found = [
+        (c["text"], [k["author"] for k in c["keys"]], c["verdict"]) for c in report["citations"]
+    ]
+    assert found == [
+        ("(Brown, 2019, as cited in Green, 2021)", ["Green"], "verified"),
+        ("Brown (2019, as cited in Green, 2021)", ["Green"], "verified"),
+        ("(vgl. Weber 2001, zit. n. Green 2021)", ["Green"], "verified"),
+        ("(Green, 2021; White, 2010, cited in Green, 2021)", ["Green", "Green"], "verified"),
+        ("(Brown, 2019; see Green, 2021)", ["Brown", "Green"], "missing_reference"),
+    ]
