@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import html
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from .text import line_starts, normalize
+from .text import line_starts, normalize, normalize_with_map
 
 BLOCK_TAGS = frozenset(
     {
@@ -74,6 +74,9 @@ class Block:
     breaks: tuple[int, ...] = ()
     # (event index or -1 for a synthetic separator, text) pieces; only kept for annotation.
     pieces: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    # ``(start, end)`` offsets in ``text`` of each superscript run (``<sup>``), where numeric
+    # styles put their citation numbers ("effect.¹⁻³" typed as superscript digits).
+    sups: tuple[tuple[int, int], ...] = ()
 
     @property
     def is_heading(self) -> bool:
@@ -152,6 +155,13 @@ class _Walker:
         self.cur_number: int | None = None
         self.skip_depth = 0
         self.in_row = 0
+        self.raw_len = 0  # characters in self.pieces
+        self.sup_open: list[int] = []  # raw offsets where open <sup> elements began
+        self.sup_spans: list[tuple[int, int]] = []  # raw (start, end) of closed ones
+
+    def _piece(self, idx: int, text: str) -> None:
+        self.pieces.append((idx, text))
+        self.raw_len += len(text)
 
     # -- block bookkeeping
     def _flush(self) -> None:
@@ -167,9 +177,13 @@ class _Walker:
                         number=self.cur_number,
                         breaks=line_starts(raw, text) if "\n" in raw else (),
                         pieces=self.pieces if self.keep_events else [],
+                        sups=_text_spans(raw, text, self.sup_spans) if self.sup_spans else (),
                     )
                 )
             self.pieces = []
+        self.raw_len = 0
+        self.sup_open = []
+        self.sup_spans = []
 
     def _event(self, ev: tuple) -> int:
         if self.keep_events:
@@ -182,7 +196,7 @@ class _Walker:
         self._event(("start", tag, attrs))
         if tag in VOID_TAGS:
             if tag == "br" and not self.skip_depth:
-                self.pieces.append((-1, "\n"))
+                self._piece(-1, "\n")
             return
         classes = (dict(attrs).get("class") or "").split()
         skipped = SKIP_CLASS in classes
@@ -190,9 +204,11 @@ class _Walker:
         if skipped:
             self.skip_depth += 1
             return
+        if tag == "sup" and not self.skip_depth:
+            self.sup_open.append(self.raw_len)
         if tag in ("td", "th") and self.in_row:
             # Cells of one row form one block: a numbered reference table reads "[1] Author...".
-            self.pieces.append((-1, " "))
+            self._piece(-1, " ")
             return
         if tag in BLOCK_TAGS:
             self._flush()
@@ -218,7 +234,7 @@ class _Walker:
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._event(("start", tag, attrs))
         if tag == "br" and not self.skip_depth:
-            self.pieces.append((-1, "\n"))
+            self._piece(-1, "\n")
 
     def handle_endtag(self, tag: str) -> None:
         self._event(("end", tag))
@@ -234,6 +250,10 @@ class _Walker:
                 if t == tag:
                     return
                 continue
+            if t == "sup" and self.sup_open:
+                start = self.sup_open.pop()
+                if self.raw_len > start:
+                    self.sup_spans.append((start, self.raw_len))
             if t in ("td", "th") and self.in_row:
                 if t == tag:
                     return
@@ -254,10 +274,24 @@ class _Walker:
     def handle_data(self, data: str) -> None:
         idx = self._event(("data", data))
         if not self.skip_depth:
-            self.pieces.append((idx, data))
+            self._piece(idx, data)
 
     def close(self) -> None:
         self._flush()
+
+
+def _text_spans(raw: str, text: str, spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Raw ``(start, end)`` spans as offsets in ``text`` (``normalize(raw)``); none if the
+    mapping cannot be rebuilt."""
+    mapped_text, src = normalize_with_map(raw)
+    if mapped_text != text:
+        return ()
+    out = []
+    for start, end in sorted(spans):
+        lo, hi = bisect_left(src, start), bisect_left(src, end)
+        if hi > lo:
+            out.append((lo, hi))
+    return tuple(out)
 
 
 def walk(doc_html: str, *, keep_events: bool = False) -> tuple[list[Block], list[tuple]]:

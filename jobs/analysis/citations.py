@@ -88,6 +88,32 @@ _BRACKETS = re.compile(
     rf"\[\s*({_NUM_LIST})(?:{_PINPOINT})?\s*\](?:\s*[\u2013\-\u2014]\s*\[\s*(\d{{1,4}})\s*\])?"
 )
 _PARENS_NUM = re.compile(rf"\(\s*({_NUM_LIST})\s*\)")
+# A superscript run that holds only citation numbers: "1", "2,5", "3-6", "1, 4-7".
+_SUP_NUMBERS = re.compile(rf"^\s*({_NUM_LIST})\s*$")
+# Units whose square or cube is written as a superscript: "25 m²" is no citation.
+_UNITS = frozenset(
+    [
+        "m",
+        "cm",
+        "mm",
+        "km",
+        "dm",
+        "nm",
+        "µm",
+        "μm",
+        "ft",
+        "in",
+        "yd",
+        "mi",
+        "s",
+        "ms",
+        "kg",
+        "g",
+        "mg",
+        "l",
+        "ml",
+    ]
+)
 # One number in parentheses after these words refers to an equation or a part of the document
 # ("Equation (3)", "the formula in (2)", "Table (4)"), not to a reference entry. Plurals are left
 # out on purpose: "imputed by chained equations (15,16)" cites two entries.
@@ -197,12 +223,13 @@ class Citation:
 
 def detect_style(body: list[Block], refs: list[Reference]) -> str:
     """The citation style of the document, from its markers and its reference list."""
-    brackets = parens_num = ay_comma = ay_plain = german = 0
+    brackets = parens_num = sups = ay_comma = ay_plain = german = 0
     # An even sample of the body is plenty to tell the style and keeps long theses cheap.
     step = max(1, len(body) // 150)
     for b in body[::step]:
         t = b.text
         brackets += sum(1 for _ in _BRACKETS.finditer(t))
+        sups += sum(1 for a, z in b.sups if _SUP_NUMBERS.match(t[a:z]))
         for m in _PARENS_NUM.finditer(t):
             if not re.fullmatch(rf"\s*{YEAR}\s*", m.group(1)):
                 parens_num += 1
@@ -214,10 +241,11 @@ def detect_style(body: list[Block], refs: list[Reference]) -> str:
     ref_colon_year = sum(1 for r in refs if re.search(rf"\({YEAR}[a-z]?\):", r.text[:300]))
     ref_quoted = sum(1 for r in refs if re.search(rf"\({YEAR}[a-z]?\)\s+['\u2018]", r.text[:300]))
     author_year = ay_comma + ay_plain
-    numeric = brackets + parens_num
+    numeric = brackets + parens_num + sups
     n_refs = max(len(refs), 1)
     if numeric > author_year or (ref_numbered_brackets + ref_numbered_dots) > 0.5 * n_refs:
-        if brackets + 3 * ref_numbered_brackets >= parens_num + 3 * ref_numbered_dots:
+        # Superscript numbers are Vancouver's (and AMA's) other way of citing.
+        if brackets + 3 * ref_numbered_brackets >= parens_num + sups + 3 * ref_numbered_dots:
             return "ieee"
         return "vancouver"
     if german > 0.05 * max(author_year, 1) or ref_colon_year > 0.3 * n_refs:
@@ -534,6 +562,33 @@ def _numeric_markers(block: Block, style: str, max_number: int) -> list[Citation
         out.append(c)
     if style != "ieee":
         out = _drop_enumerations(block.text, out)
+    if block.sups:
+        out = sorted(out + _superscript_markers(block, max_number), key=lambda c: c.start)
+    return out
+
+
+def _superscript_markers(block: Block, max_number: int) -> list[Citation]:
+    """Citation numbers typed as superscripts ("as shown before.<sup>2,5</sup>")."""
+    text = block.text
+    out = []
+    for start, end in block.sups:
+        m = _SUP_NUMBERS.match(text[start:end])
+        if not m:
+            continue  # "[3]" in a superscript is found as a bracket; anything else is no marker
+        keys = _expand(m.group(1))
+        numbers = [k["number"] for k in keys]
+        # Entry numbers start at 1; a number far beyond the list is something else (a year).
+        if not keys or min(numbers) < 1 or max(numbers) > max_number + 20:
+            continue
+        before = text[:start]
+        if before and before[-1].isdigit():
+            continue  # an exponent: "10⁶"
+        unit = re.search(r"([^\W\d_]+)\s?$", before)
+        if unit and unit.group(1) in _UNITS and numbers in ([2], [3]):
+            continue  # "25 m²", "3 cm³"
+        c = Citation(text[start:end], keys, block.index, start, end)
+        c.context = _context(text, start, end)
+        out.append(c)
     return out
 
 

@@ -108,13 +108,21 @@ def _run(text: str) -> str:
     return f'<w:r><w:t xml:space="preserve">{escape(text)}</w:t></w:r>'
 
 
-def make_docx(paragraphs: list[list[str | int]], footnotes: dict[int, str] | None = None) -> bytes:
-    """A DOCX; each paragraph is a list of runs (str) and footnote references (int ids)."""
+def make_docx(
+    paragraphs: list[list[str | int | tuple[str, str]]], footnotes: dict[int, str] | None = None
+) -> bytes:
+    """A DOCX; each paragraph is a list of runs (str), footnote references (int ids) and
+    superscript runs (``("sup", text)``)."""
     body = []
     for para in paragraphs:
         runs = []
         for item in para:
-            if isinstance(item, int):
+            if isinstance(item, tuple):
+                runs.append(
+                    '<w:r><w:rPr><w:vertAlign w:val="superscript"/></w:rPr>'
+                    f'<w:t xml:space="preserve">{escape(item[1])}</w:t></w:r>'
+                )
+            elif isinstance(item, int):
                 runs.append(
                     f'<w:r><w:rPr><w:vertAlign w:val="superscript"/></w:rPr><w:footnoteReference w:id="{item}"/></w:r>'
                 )

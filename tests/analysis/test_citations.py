@@ -183,3 +183,59 @@ def test_harvard_comma_list_with_et_al_and_possessive_et_al():
         ("(Holstead, Kenyon, Rouillard et al. 2017)", "Holstead"),
         ("Smith et al.'s (2018)", "Smith"),
     ]
+
+
+SUPERSCRIPT_REFS = "".join(
+    f"<li>{who}. A study number {n}. Lancet. 20{10 + n};{n}:1-2.</li>"
+    for n, who in enumerate(["Smith J", "Brown A", "Green P", "White T", "Black R", "Gray S"], 1)
+)
+
+
+def test_superscript_citation_numbers_in_html():
+    from jobs.analysis import analyze
+
+    body = (
+        "<p>Obesity raises risk.<sup>1</sup> Cohorts confirmed it<sup>2,3</sup> and a review "
+        "pooled them.<sup>4\u20136</sup> The ward has 25 m<sup>2</sup> for 10<sup>3</sup> "
+        "patients, and one claim cites nothing listed.<sup>7</sup> Ordinals stay prose: the "
+        "1<sup>st</sup> visit.</p>"
+    )
+    html = f"<h1>Intro</h1>{body}<h2>References</h2><ol>{SUPERSCRIPT_REFS}</ol>"
+    report = analyze(html.encode(), "thesis.html")
+    assert report["style"] == "vancouver"
+    found = [
+        (c["text"], [k["number"] for k in c["keys"]], c["verdict"]) for c in report["citations"]
+    ]
+    assert found == [
+        ("1", [1], "verified"),
+        ("2,3", [2, 3], "verified"),
+        ("4\u20136", [4, 5, 6], "verified"),
+        ("7", [7], "missing_reference"),
+    ]
+    assert report["summary"]["uncited"] == 0
+
+
+def test_superscript_citation_numbers_in_docx_are_marked_in_the_report():
+    from jobs.analysis import analyze, annotate_html, extract
+
+    from .builders import make_docx
+
+    refs = [
+        [f"{n}. {who}. A study number {n}. Lancet. 2019;{n}:1-2."]
+        for n, who in enumerate(["Smith J", "Brown A", "Green P"], 1)
+    ]
+    data = make_docx(
+        [
+            ["Introduction"],
+            ["Obesity raises risk.", ("sup", "1"), " Cohorts agree.", ("sup", "2,3")],
+            ["References"],
+            *refs,
+        ]
+    )
+    report = analyze(data, "thesis.docx")
+    assert [(c["text"], c["verdict"]) for c in report["citations"]] == [
+        ("1", "verified"),
+        ("2,3", "verified"),
+    ]
+    marked = annotate_html(extract(data, "thesis.docx").html, report["citations"])
+    assert '<sup><mark class="cite cite-verified"' in marked
