@@ -59,6 +59,17 @@ VOID_TAGS = frozenset({"br", "hr", "img", "wbr", "col", "area", "input", "meta",
 HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 # Footnote reference numbers inserted by extraction; they are not part of the prose.
 SKIP_CLASS = "fnref"
+# Containers of footnotes or endnotes: extraction's <aside class="footnote"> (DOCX), pandoc's
+# <section class="footnotes">, Python-Markdown's <div class="footnote">, Word's <div id="ftn1">.
+NOTE_CLASSES = frozenset({"footnote", "footnotes", "endnote", "endnotes"})
+_NOTE_ID = re.compile(r"^(?:footnotes?|endnotes?|_?ftn\d+|_?edn\d+)$", re.IGNORECASE)
+# A link or superscript that is a note's number, not a citation ("#fn1", "fnref:1", "_ftn1",
+# "footnote-ref", "cite_note-3").
+_NOTE_REF = re.compile(r"(?:^|[#:_\-])(?:fn|footnote|endnote|note|ftn|edn)", re.IGNORECASE)
+
+
+def _is_note_ref(attrs: dict[str, str | None]) -> bool:
+    return any(_NOTE_REF.search(attrs.get(name) or "") for name in ("href", "id", "class"))
 
 
 @dataclass
@@ -77,6 +88,8 @@ class Block:
     # ``(start, end)`` offsets in ``text`` of each superscript run (``<sup>``), where numeric
     # styles put their citation numbers ("effect.¹⁻³" typed as superscript digits).
     sups: tuple[tuple[int, int], ...] = ()
+    # Inside a footnote or endnote, where short citations go without parentheses.
+    note: bool = False
 
     @property
     def is_heading(self) -> bool:
@@ -156,8 +169,11 @@ class _Walker:
         self.skip_depth = 0
         self.in_row = 0
         self.raw_len = 0  # characters in self.pieces
-        self.sup_open: list[int] = []  # raw offsets where open <sup> elements began
+        # [raw offset where an open <sup> began, whether it is a note number]
+        self.sup_open: list[list] = []
         self.sup_spans: list[tuple[int, int]] = []  # raw (start, end) of closed ones
+        self.note_levels: set[int] = set()  # stack depths of open note containers
+        self.note_link_levels: set[int] = set()  # stack depths of open note-number links
 
     def _piece(self, idx: int, text: str) -> None:
         self.pieces.append((idx, text))
@@ -178,6 +194,7 @@ class _Walker:
                         breaks=line_starts(raw, text) if "\n" in raw else (),
                         pieces=self.pieces if self.keep_events else [],
                         sups=_text_spans(raw, text, self.sup_spans) if self.sup_spans else (),
+                        note=bool(self.note_levels),
                     )
                 )
             self.pieces = []
@@ -198,14 +215,24 @@ class _Walker:
             if tag == "br" and not self.skip_depth:
                 self._piece(-1, "\n")
             return
-        classes = (dict(attrs).get("class") or "").split()
+        attr_map = dict(attrs)
+        classes = (attr_map.get("class") or "").split()
         skipped = SKIP_CLASS in classes
+        if NOTE_CLASSES.intersection(classes) or _NOTE_ID.match(attr_map.get("id") or ""):
+            self._flush()  # the note's text is a block of its own, never the paragraph's
+            self.note_levels.add(len(self.stack))
         self.stack.append((tag, skipped))
         if skipped:
             self.skip_depth += 1
             return
+        if tag == "a" and _is_note_ref(attr_map):
+            self.note_link_levels.add(len(self.stack) - 1)
+            if self.sup_open:
+                self.sup_open[-1][1] = True
         if tag == "sup" and not self.skip_depth:
-            self.sup_open.append(self.raw_len)
+            self.sup_open.append(
+                [self.raw_len, bool(self.note_link_levels) or _is_note_ref(attr_map)]
+            )
         if tag in ("td", "th") and self.in_row:
             # Cells of one row form one block: a numbered reference table reads "[1] Author...".
             self._piece(-1, " ")
@@ -245,14 +272,19 @@ class _Walker:
             return
         while self.stack:
             t, skipped = self.stack.pop()
+            self.note_link_levels.discard(len(self.stack))
+            if len(self.stack) in self.note_levels:
+                # A note container closes: its text is a block of its own.
+                self._flush()
+                self.note_levels.discard(len(self.stack))
             if skipped:
                 self.skip_depth -= 1
                 if t == tag:
                     return
                 continue
             if t == "sup" and self.sup_open:
-                start = self.sup_open.pop()
-                if self.raw_len > start:
+                start, note_number = self.sup_open.pop()
+                if self.raw_len > start and not note_number:
                     self.sup_spans.append((start, self.raw_len))
             if t in ("td", "th") and self.in_row:
                 if t == tag:

@@ -510,7 +510,74 @@ def _author_year_markers(
             i = text.find("(", j + 1)
         else:
             i = text.find("(", i + 1)
+    if block.note and not out:
+        note = _note_marker(block, vocab, previous)
+        if note:
+            out.append(note)
     return out
+
+
+# Words that may open a short citation in a note: "Vgl. Müller 2019, S. 12", "See Smith 2020".
+_NOTE_LEAD = re.compile(
+    r"^(?:\s*(?:vgl\.|siehe|s\.|dazu|hierzu|auch|so|ebenso|ausführlich|näher|etwa|z\.\s?b\.|"
+    r"see|also|cf\.|e\.g\.|for example|in|bei|u\.\s?a\.|zum)[,:]?\s*)*$",
+    re.IGNORECASE,
+)
+_NOTE_TAIL = re.compile(r"[\s.,;:\u2191\u21a9\ufe0e]+$")
+
+
+def _note_marker(block: Block, vocab: _Vocabulary, previous: list[dict] | None) -> Citation | None:
+    """The short citation a footnote makes without parentheses ("Vgl. Müller 2019, S. 12;
+    Schmidt/Weber 2020." or "Ebd., S. 14."), as one marker spanning its sources.
+
+    A name before a year counts when the reference list has that surname, or when it opens
+    the note (or a ``;``-separated part of it) after at most a few lead-in words: German nouns
+    are capitalised, and "im Sommer 2019" must not read as a citation of Sommer.
+    """
+    text = block.text
+    if _IBID.match(text):
+        if not previous:
+            return None
+        end = len(_NOTE_TAIL.sub("", text))
+        cite = Citation(text[:end], [dict(k) for k in previous], block.index, 0, end)
+        cite.context = text
+        return cite
+    keys: list[dict] = []
+    names: list[str] = []
+    etal = False
+    first = last = None
+    offset = 0
+    for part in text.split(";"):
+        pos = 0
+        for m in _YEAR_TOKEN.finditer(part):
+            if _LOCATOR_BEFORE.search(part[: m.start()]):
+                continue
+            if keys and pos and re.fullmatch(r"\s*,\s*", part[pos : m.start()]):
+                # "Müller 2019, 2020": another work of the same authors
+                keys.append(_year_key(names[0], m.group(1), m.group(2), names, etal))
+                last = offset + len(part)
+                pos = m.end()
+                continue
+            found = _chain_before(part[pos : m.start()], vocab)
+            if not found:
+                continue
+            at, names, etal = found
+            if fold(names[0]) not in vocab.surnames and not (
+                pos == 0 and _NOTE_LEAD.match(part[:at])
+            ):
+                continue
+            keys.append(_year_key(names[0], m.group(1), m.group(2), names, etal))
+            if first is None:
+                first = offset + pos + at
+            last = offset + len(part)
+            pos = m.end()
+        offset += len(part) + 1
+    if not keys or first is None or last is None:
+        return None
+    end = first + len(_NOTE_TAIL.sub("", text[first:last]))
+    cite = Citation(text[first:end], keys, block.index, first, end)
+    cite.context = text
+    return cite
 
 
 # ---------------------------------------------------------------- numeric markers

@@ -106,7 +106,8 @@ def find_section(blocks: list[Block]) -> tuple[int, int] | None:
         start = b.index + 1
         end = len(blocks)
         for nxt in blocks[start:]:
-            if nxt.is_heading or (len(nxt.text) < 60 and _END.match(nxt.text)):
+            # Notes printed after the list (pandoc's footnote section) are not entries.
+            if nxt.is_heading or nxt.note or (len(nxt.text) < 60 and _END.match(nxt.text)):
                 end = nxt.index
                 break
         sample = blocks[start : min(end, start + 12)]

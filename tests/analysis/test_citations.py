@@ -239,3 +239,68 @@ def test_superscript_citation_numbers_in_docx_are_marked_in_the_report():
     ]
     marked = annotate_html(extract(data, "thesis.docx").html, report["citations"])
     assert '<sup><mark class="cite cite-verified"' in marked
+
+
+def test_footnote_short_citations_without_parentheses():
+    from jobs.analysis import analyze, annotate_html, extract
+
+    from .builders import make_docx
+
+    data = make_docx(
+        [
+            ["Einleitung"],
+            ["Die Digitalisierung verändert die Arbeit.", 1, " Das gilt auch für Schulen.", 2],
+            ["Die Studie begann früh.", 3, " Sie endete spät.", 4],
+            ["Literaturverzeichnis"],
+            ["Müller, Hans (2019): Arbeit im Wandel. Berlin: Springer."],
+            [
+                "Schmidt, Anna/Weber, Tom (2020): Schule digital. In: Zeitschrift 66 (2), S. 1\u201320."
+            ],
+            ["Krause, Eva (2018): Lernen. München: Beck."],
+        ],
+        footnotes={
+            1: "Vgl. Müller 2019, S. 12; Schmidt/Weber 2020, S. 3.",
+            2: "Ebd., S. 14.",
+            # a capitalised noun before a year is no author; a known lead-in opens a citation
+            3: "Die Befragung fand im Sommer 2019 statt; siehe Krause 2018, 2021.",
+            4: "Vgl. Lorenz 2017, S. 9.",
+        },
+    )
+    report = analyze(data, "arbeit.docx")
+    assert report["style"] == "german"
+    found = [
+        (c["text"], [(k["author"], k["year"]) for k in c["keys"]], c["verdict"])
+        for c in report["citations"]
+    ]
+    assert found == [
+        (
+            "Müller 2019, S. 12; Schmidt/Weber 2020, S. 3",
+            [("Müller", "2019"), ("Schmidt", "2020")],
+            "verified",
+        ),
+        ("Ebd., S. 14", [("Müller", "2019"), ("Schmidt", "2020")], "verified"),
+        ("Krause 2018, 2021", [("Krause", "2018"), ("Krause", "2021")], "year_mismatch"),
+        ("Lorenz 2017, S. 9", [("Lorenz", "2017")], "missing_reference"),
+    ]
+    marked = annotate_html(extract(data, "arbeit.docx").html, report["citations"])
+    assert marked.count('<mark class="cite') == 4
+
+
+def test_note_numbers_are_not_superscript_citations():
+    """Pandoc and Python-Markdown link note numbers in a <sup>; a numbered document must not
+    read them as citations, while the notes' own text is still searched."""
+    from jobs.analysis import analyze
+
+    html = (
+        "<h1>Intro</h1><p>Risk rises.<sup>1</sup> A remark"
+        '<a href="#fn1" class="footnote-ref" id="fnref1"><sup>2</sup></a> and another'
+        '<sup id="fnref:2"><a class="footnote-ref" href="#fn:2">3</a></sup>.</p>'
+        f"<h2>References</h2><ol>{SUPERSCRIPT_REFS}</ol>"
+        '<section id="footnotes" class="footnotes"><ol><li id="fn1"><p>An aside, see (4).'
+        '<a href="#fnref1" class="footnote-back">\u21a9\ufe0e</a></p></li></ol></section>'
+    )
+    report = analyze(html.encode(), "thesis.html")
+    assert [(c["text"], c["verdict"]) for c in report["citations"]] == [
+        ("1", "verified"),
+        ("(4)", "verified"),
+    ]
