@@ -12,8 +12,10 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 
@@ -156,6 +158,10 @@ class AnalysisJob(models.Model):
             ),
             # A user's job list: WHERE owner_id = ? ORDER BY created_at DESC.
             models.Index(fields=["owner", "-created_at"], name="job_owner_idx"),
+            # The admin's search by file name (jobs.admin.OwnerSearchMixin):
+            #   WHERE UPPER(filename::text) LIKE UPPER('%term%') OR owner_id IN (...)
+            # A trigram index serves a substring match; with job_owner_idx the OR is a BitmapOr.
+            GinIndex(OpClass(Upper("filename"), name="gin_trgm_ops"), name="job_filename_trgm_idx"),
             # The admin's "failed reason" filter (jobs.admin.FailedReasonFilter):
             #   SELECT split_part(error, ':', 1), count(*) FROM jobs_analysisjob
             #     WHERE status = 'failed' AND finished_at >= now() - 7 days GROUP BY 1
@@ -239,6 +245,8 @@ class AnalysisRun(models.Model):
         indexes = [
             # A user's runs list: WHERE owner_id = ? ORDER BY saved_at DESC.
             models.Index(fields=["owner", "-saved_at"], name="run_owner_idx"),
+            # The admin's search by document name (as job_filename_trgm_idx).
+            GinIndex(OpClass(Upper("document"), name="gin_trgm_ops"), name="run_document_trgm_idx"),
             # The judge backstop: WHERE judged_job_id IS DISTINCT FROM job_id.
             models.Index(
                 fields=["saved_at"],
