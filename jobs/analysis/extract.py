@@ -19,6 +19,7 @@ import nh3
 
 from .blocks import Block, html_blocks, serialize, walk
 from .errors import AnalysisInputError
+from .htmlprep import CANONICAL_CLASSES, prepare_html
 from .pdf import pdf_paragraphs
 from .text import INVISIBLE, LIGATURES, clean_chars, join_line_hyphens
 
@@ -81,8 +82,10 @@ ALLOWED_TAGS = {
     "u",
     "ul",
 }
+# No ``id`` and no free ``class``: user HTML must not reuse the report page's own ids and
+# classes. What classes meant is turned into structure first (:mod:`jobs.analysis.htmlprep`);
+# only its canonical class names survive.
 ALLOWED_ATTRIBUTES = {
-    "*": {"class", "id"},
     "a": {"href"},
     "ol": {"start"},
     "li": {"value"},
@@ -135,11 +138,17 @@ def sanitize(raw_html: str, *, extra_attributes: dict[str, set[str]] | None = No
         attributes = {**ALLOWED_ATTRIBUTES}
         for tag, names in extra_attributes.items():
             attributes[tag] = set(attributes.get(tag, set())) | names
+    classes = {
+        tag: set(CANONICAL_CLASSES)
+        for tag in ALLOWED_TAGS
+        if "class" not in attributes.get(tag, ())
+    }
     return nh3.clean(
         raw_html,
         tags=ALLOWED_TAGS,
         clean_content_tags=DROP_WITH_CONTENT,
         attributes=attributes,
+        allowed_classes=classes,
         url_schemes={"http", "https", "mailto"},
         strip_comments=True,
     )
@@ -426,7 +435,7 @@ def extract(data: bytes, filename: str, *, max_bytes: int | None = None) -> Extr
             raw = _markdown_html(text)
         else:
             raw = _text_html(text)
-    safe = _normalize_text_nodes(sanitize(raw))
+    safe = _normalize_text_nodes(sanitize(prepare_html(raw)))
     blocks = html_blocks(safe)
     if not blocks:
         raise AnalysisInputError("The document contains no text.")
