@@ -38,7 +38,7 @@ from django.utils.module_loading import import_string
 from jobs.durable.context import to_json
 from jobs.durable.errors import Break, DurableError
 from jobs.durable.graph import iter_spec
-from jobs.prepared import execute_prepared
+from jobs.durable.db import execute_prepared
 
 logger = logging.getLogger("jobs.durable")
 

@@ -1,0 +1,44 @@
+"""The engine's database helpers on Django's connection: prepared statements and jsonb values.
+
+Django binds parameters client-side and connects with psycopg's prepared statements off
+(``prepare_threshold=None``), so PostgreSQL parses and plans every statement afresh; for the
+one-row statements the worker and the run saver send thousands of times, planning costs more
+than executing. ``acurio.settings`` sets a threshold no statement reaches on its own, so only
+explicit requests (``prepare=True``, here) are prepared; ``DATABASE_PREPARED_STATEMENTS=0``
+turns that off for a pooler that cannot keep them, and the statement is then simply sent
+unprepared.
+
+psycopg names and tracks the statements itself: after a ``ROLLBACK`` (which makes it send
+``DEALLOCATE ALL``) it prepares them again on next use. A hand-made ``PREPARE`` would not
+survive that.
+
+This module imports nothing from its host project, so the host may use it too (the run saver
+does).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+from django.db import connection
+
+
+def execute_prepared(sql: str, params: Any) -> list[tuple]:
+    """Run ``sql`` (``%s`` or ``%(name)s`` placeholders) as a prepared statement.
+
+    A psycopg server-binding cursor on Django's connection joins whatever transaction is open;
+    errors are wrapped into Django's exceptions as with any Django cursor. Returns the rows (an
+    empty list for a statement without any).
+    """
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchall() if cursor.description is not None else []
+
+
+def decode_json(raw: Any) -> Any:
+    """A jsonb value read through a raw cursor: text or already decoded, depending on the
+    adapter setup of the cursor that read it."""
+    return json.loads(raw) if isinstance(raw, str) else raw
