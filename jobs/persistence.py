@@ -32,7 +32,7 @@ from uuid import UUID
 from django.utils import timezone
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, SavedBy
-from jobs.prepared import execute_prepared
+from jobs.durable.db import execute_prepared
 
 Action = Literal["write", "claim", "noop"]
 
