@@ -31,8 +31,8 @@ from uuid import UUID
 
 from django.utils import timezone
 
-from jobs.models import AnalysisJob, AnalysisRun, JobStatus, SavedBy
 from jobs.durable.db import execute_prepared
+from jobs.models import AnalysisJob, AnalysisRun, JobStatus, SavedBy
 
 Action = Literal["write", "claim", "noop"]
 
