@@ -1,18 +1,20 @@
 """Django settings for Acurio, read from the environment with django-environ.
 
 Every name and default of DESIGN.md's settings table is here. A ``.env`` file beside
-``manage.py`` is honoured. With ``DEBUG`` off, a missing ``SECRET_KEY`` stops the process
-with one clear line. With ``DATABASE_URL`` unset the embedded PostgreSQL under ``var/`` is
+``manage.py`` is honoured. With ``DEBUG`` off, a missing or short ``SECRET_KEY`` stops the
+process with one clear line, and HTTPS (redirect, HSTS, secure cookies) is on by default. With ``DATABASE_URL`` unset the embedded PostgreSQL under ``var/`` is
 started (or joined, when another of our processes already runs it).
 """
 
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -30,10 +32,23 @@ DEBUG = env.bool("DEBUG", default=False)
 TESTING = "pytest" in sys.modules
 
 SECRET_KEY = env.str("SECRET_KEY", default="")
+# Django's own deploy check asks for 50 characters, 5 of them distinct, and no
+# "django-insecure-" prefix; a production key that fails it stops the process here instead.
+SECRET_KEY_MIN_LENGTH = 50
 if not SECRET_KEY:
     if not (DEBUG or TESTING):
         _fatal("SECRET_KEY must be set when DEBUG is off (set DEBUG=1 for development)")
     SECRET_KEY = "django-insecure-development-only-key"
+elif not DEBUG and (
+    len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH
+    or len(set(SECRET_KEY)) < 5
+    or SECRET_KEY.startswith("django-insecure-")
+):
+    _fatal(
+        f"SECRET_KEY must be at least {SECRET_KEY_MIN_LENGTH} random characters when DEBUG is off"
+        f" (it has {len(SECRET_KEY)}); make one with: python -c"
+        " 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
 
 ALLOWED_HOSTS = env.list(
     "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"] if DEBUG else []
@@ -49,6 +64,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    "axes",
     "jobs.durable",
     "jobs",
 ]
@@ -62,6 +78,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "acurio.urls"
@@ -76,6 +95,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "acurio.security.features",
             ],
         },
     },
@@ -124,9 +144,49 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# The throttle's backend comes first: it refuses a locked-out username+address before the
+# password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-in throttling (django-axes). Failures are counted per username AND client address:
+# after ACURIO_LOGIN_FAILURE_LIMIT of them that pair is refused for ACURIO_LOGIN_COOLOFF_MINUTES,
+# counted from the failure that hit the limit (attempts while locked do not extend it). The
+# same username from another address, and other usernames from this one, are not affected, so
+# nobody can lock a user out from elsewhere. Both the site's and the admin's sign-in are covered.
+ACURIO_LOGIN_FAILURE_LIMIT = env.int("ACURIO_LOGIN_FAILURE_LIMIT", default=10)
+ACURIO_LOGIN_COOLOFF_MINUTES = env.float("ACURIO_LOGIN_COOLOFF_MINUTES", default=15)
+# How many reverse proxies in front of the web process append to X-Forwarded-For; 0 trusts
+# none (the client address is REMOTE_ADDR). Behind one proxy every client would otherwise share
+# the proxy's address for the throttle.
+ACURIO_TRUSTED_PROXIES = env.int("ACURIO_TRUSTED_PROXIES", default=0)
+AXES_ENABLED = env.bool("ACURIO_LOGIN_THROTTLE", default=True)
+AXES_FAILURE_LIMIT = ACURIO_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=ACURIO_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "acurio.security.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "acurio.security.client_ip"
+AXES_VERBOSE = False  # no start-up banner in every worker's and command's log
+
+# Password reset needs a way to send mail: it is offered (link and pages) only when EMAIL_URL
+# names a backend (smtp://user:pass@host:587, smtp+tls://…, consolemail://); otherwise the
+# link is not shown and the reset pages answer 404.
+if env.str("EMAIL_URL", default=""):
+    try:
+        vars().update(env.email_url("EMAIL_URL"))
+    except (ImproperlyConfigured, ValueError, KeyError) as exc:
+        _fatal(f"EMAIL_URL is not a valid email URL ({exc})")
+    ACURIO_PASSWORD_RESET = True
+else:
+    ACURIO_PASSWORD_RESET = False
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="acurio@localhost")
 
 # --- I18n / time ----------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -144,11 +204,45 @@ STORAGES = {
 }
 
 # --- Security in production ---------------------------------------------------------------
+# With DEBUG off the site is HTTPS only: plain HTTP is redirected, browsers are told to stick to
+# HTTPS for a year (HSTS), cookies are sent over HTTPS only. Behind a TLS-terminating proxy
+# that sets X-Forwarded-Proto (the Docker image's setup) Django sees which requests came in
+# over HTTPS; a proxy that redirects by itself and sends no such header wants
+# SECURE_SSL_REDIRECT=0 (and ACURIO_TRUST_X_FORWARDED_PROTO=0). The test suite talks plain
+# HTTP to its own servers, so under pytest the redirect and HSTS default to off.
 if not DEBUG:
     SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
     CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_CONTENT_TYPE_NOSNIFF = True
+    if env.bool("ACURIO_TRUST_X_FORWARDED_PROTO", default=True):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not TESTING)
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if TESTING else 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Content-Security-Policy (Django's own middleware), on in development too so a violation
+# shows up early. Scripts and styles come only from our static files: no inline <script>,
+# no style="" attribute, no event-handler attribute anywhere (templates/ has none; a test keeps
+# it so). The report's document HTML is sanitised by nh3 to plain tags without style or
+# event attributes, so it renders under this policy; a stray inline script or style in it
+# would be refused by the browser as well.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],  # data: for the empty favicon and the admin's icons
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],  # the job page polls the JSON API
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "object-src": [CSP.NONE],
+}
 
 # --- Acurio -------------------------------------------------------------------------------
 ACURIO_SWEEP_TICK_SECONDS = env.float("ACURIO_SWEEP_TICK_SECONDS", default=30)
