@@ -38,7 +38,7 @@ def main() -> int:
     os.environ.update(
         DJANGO_SETTINGS_MODULE="acurio.settings",
         DATABASE_URL=f"{args.server}/{args.db}",
-        SECRET_KEY="bench-only-not-a-secret",
+        SECRET_KEY="bench-only-not-a-secret-long-enough-for-the-fifty-character-minimum",
         LOG_LEVEL="WARNING",
     )
     import django

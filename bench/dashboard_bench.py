@@ -223,7 +223,9 @@ def main() -> None:
     args = parse_args()
     url = f"{args.server}/{args.db}"
     os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("SECRET_KEY", "benchmark-only-secret")
+    os.environ.setdefault(
+        "SECRET_KEY", "bench-only-not-a-secret-long-enough-for-the-fifty-character-minimum"
+    )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acurio.settings")
 
     if not args.reuse:

@@ -252,7 +252,7 @@ def build_peers(engine_cwd: Path, engine_concurrency: int | None) -> dict[str, P
         extra_env={
             "DJANGO_SETTINGS_MODULE": "acurio.settings",
             "DATABASE_URL": url(engine_db),
-            "SECRET_KEY": "bench-only-not-a-secret",
+            "SECRET_KEY": "bench-only-not-a-secret-long-enough-for-the-fifty-character-minimum",
             "DEBUG": "0",
             "LOG_LEVEL": "WARNING",
         },

@@ -79,7 +79,9 @@ def main() -> int:
         parser.error("only an acurio_bench_* database may be used")
 
     os.environ["DATABASE_URL"] = url(args.db)
-    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
+    os.environ.setdefault(
+        "SECRET_KEY", "bench-only-not-a-secret-long-enough-for-the-fifty-character-minimum"
+    )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acurio.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django

@@ -56,7 +56,10 @@ def db_url() -> str:
 def subprocess_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG",)}
     env.update(
-        DATABASE_URL=db_url(), SECRET_KEY="engine-tests", PYTHONUNBUFFERED="1", LOG_LEVEL="INFO"
+        DATABASE_URL=db_url(),
+        SECRET_KEY="engine-tests-not-a-secret-long-enough-for-the-fifty-character-minimum",
+        PYTHONUNBUFFERED="1",
+        LOG_LEVEL="INFO",
     )
     env.update(extra)
     return env
