@@ -122,7 +122,51 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
                 close()
         cur.append(it)
     close()
-    return lines, width, height
+    return _attach_labels(lines), width, height
+
+
+# A list label printed on its own: "[12]", "12.", "(12)", "12)" or a bare number.
+_LABEL = re.compile(r"^(?:\[\d{1,4}\]|\(\d{1,4}\)|\d{1,4}[.)]?)$")
+
+
+def _attach_labels(lines: list[Line]) -> list[Line]:
+    """Put each lone list label in front of the text that starts right of it on its baseline.
+
+    Browsers print a numbered list's labels (CSS floats, ``<ol>`` markers, citeproc's
+    ``csl-left-margin``) apart from the item's text, often all labels of a page first. Read in
+    content order, the numbers would become paragraphs of their own and the entries would lose
+    them; joined to their line, the entry reads ``[12] Author ...`` as it is printed.
+    """
+    labels = [ln for ln in lines if _LABEL.match(ln.text)]
+    if not labels:
+        return lines
+    # Lines by rounded baseline, for a constant-time look-up per label.
+    by_y: dict[int, list[Line]] = {}
+    for ln in lines:
+        by_y.setdefault(round(ln.y), []).append(ln)
+    gone: set[int] = set()
+    for lab in labels:
+        best: Line | None = None
+        tol = 0.3 * max(lab.size, 1.0)
+        for key in (round(lab.y) - 1, round(lab.y), round(lab.y) + 1):
+            for ln in by_y.get(key, ()):
+                if (
+                    ln is lab
+                    or id(ln) in gone
+                    or abs(ln.y - lab.y) > tol
+                    or ln.x0 <= lab.x0
+                    # The text starts within a label column's width of the label.
+                    or ln.x0 - lab.x0 > 8 * max(lab.size, 1.0)
+                    or _LABEL.match(ln.text)
+                ):
+                    continue
+                if best is None or ln.x0 < best.x0:
+                    best = ln
+        if best is not None:
+            best.text = f"{lab.text} {best.text}"
+            best.x0 = lab.x0
+            gone.add(id(lab))
+    return [ln for ln in lines if id(ln) not in gone] if gone else lines
 
 
 def _strip_furniture(pages: list[list[Line]], height: float, body_size: float) -> None:
