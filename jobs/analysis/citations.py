@@ -16,13 +16,16 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .blocks import Block
-from .references import YEAR, Reference
+from .references import Reference
+from .styles import NUMERIC, STYLES, detect_style
+from .styles.base import NAME as _NAME
+from .styles.base import YEAR
+from .styles.ieee import BRACKETS as _BRACKETS
+from .styles.vancouver import PARENS_NUM as _PARENS_NUM
+from .styles.vancouver import SUP_NUMBERS as _SUP_NUMBERS
 from .text import fold
 
-STYLES = ("apa", "harvard", "ieee", "german", "vancouver")
-NUMERIC = ("ieee", "vancouver")
-
-_NAME = r"[^\W\d_][\w'\u2019\-]*"
+__all__ = ["NUMERIC", "STYLES", "Citation", "detect_style", "language_hint", "parse_citations"]
 # Words joining the names of one work's authors.
 _CONN = r"(?:\s*,\s*(?:&|and|und)\s+|\s+(?:&|and|und)\s+|\s*/\s*|\s*,\s*)"
 # "et al." (possessive "et al.'s" included), German "u. a.".
@@ -77,19 +80,6 @@ _DOCUMENT_NOUNS = frozenset(
         "novelle",
     ]
 )
-_NUM_LIST = r"\d{1,4}(?:\s*[\u2013\-\u2014]\s*\d{1,4})?(?:\s*[,;]\s*\d{1,4}(?:\s*[\u2013\-\u2014]\s*\d{1,4})?)*"
-# IEEE puts a pinpoint after the number: "[10, p. 5]", "[7, Ch. 4]", "[3, Eq. (2)]".
-_PINPOINT = (
-    r"\s*,\s*(?i:pp?|ch|chap|sec|secs|fig|figs|eq|eqs|thm|tab|table|app|appx|para|l|ll|s|kap|abschn)"
-    r"\.?\s*\(?[\w.]+\)?(?:\s*[\u2013\-]\s*[\w.]+)?"
-)
-# "[2]\u2013[5]" is IEEE's range across brackets: one marker citing 2, 3, 4 and 5.
-_BRACKETS = re.compile(
-    rf"\[\s*({_NUM_LIST})(?:{_PINPOINT})?\s*\](?:\s*[\u2013\-\u2014]\s*\[\s*(\d{{1,4}})\s*\])?"
-)
-_PARENS_NUM = re.compile(rf"\(\s*({_NUM_LIST})\s*\)")
-# A superscript run that holds only citation numbers: "1", "2,5", "3-6", "1, 4-7".
-_SUP_NUMBERS = re.compile(rf"^\s*({_NUM_LIST})\s*$")
 # Units whose square or cube is written as a superscript: "25 m²" is no citation.
 _UNITS = frozenset(
     [
@@ -216,43 +206,6 @@ class Citation:
             "end": self.end,
             "context": self.context,
         }
-
-
-# ---------------------------------------------------------------- style detection
-
-
-def detect_style(body: list[Block], refs: list[Reference]) -> str:
-    """The citation style of the document, from its markers and its reference list."""
-    brackets = parens_num = sups = ay_comma = ay_plain = german = 0
-    # An even sample of the body is plenty to tell the style and keeps long theses cheap.
-    step = max(1, len(body) // 150)
-    for b in body[::step]:
-        t = b.text
-        brackets += sum(1 for _ in _BRACKETS.finditer(t))
-        sups += sum(1 for a, z in b.sups if _SUP_NUMBERS.match(t[a:z]))
-        for m in _PARENS_NUM.finditer(t):
-            if not re.fullmatch(rf"\s*{YEAR}\s*", m.group(1)):
-                parens_num += 1
-        ay_comma += len(re.findall(rf"{_NAME}(?:\s+et al\.)?,\s+{YEAR}[a-z]?[,;)]", t))
-        ay_plain += len(re.findall(rf"{_NAME}(?:\s+et al\.|\s+u\.\s?a\.)?\s+{YEAR}[a-z]?[,;)]", t))
-        german += len(re.findall(r"\bu\.\s?a\.\s+(?:\(?\d{4})|\(vgl\.|\bvgl\.\s|,\s+S\.\s+\d", t))
-    ref_numbered_brackets = sum(1 for r in refs if r.text.startswith("["))
-    ref_numbered_dots = sum(1 for r in refs if re.match(r"^\d{1,4}\.\s", r.text))
-    ref_colon_year = sum(1 for r in refs if re.search(rf"\({YEAR}[a-z]?\):", r.text[:300]))
-    ref_quoted = sum(1 for r in refs if re.search(rf"\({YEAR}[a-z]?\)\s+['\u2018]", r.text[:300]))
-    author_year = ay_comma + ay_plain
-    numeric = brackets + parens_num + sups
-    n_refs = max(len(refs), 1)
-    if numeric > author_year or (ref_numbered_brackets + ref_numbered_dots) > 0.5 * n_refs:
-        # Superscript numbers are Vancouver's (and AMA's) other way of citing.
-        if brackets + 3 * ref_numbered_brackets >= parens_num + sups + 3 * ref_numbered_dots:
-            return "ieee"
-        return "vancouver"
-    if german > 0.05 * max(author_year, 1) or ref_colon_year > 0.3 * n_refs:
-        return "german"
-    if ay_comma > ay_plain or (ref_quoted < 0.2 * n_refs and ay_comma >= 0.5 * ay_plain):
-        return "apa"
-    return "harvard"
 
 
 # ---------------------------------------------------------------- author-year markers

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .blocks import Block, html_blocks
-from .citations import NUMERIC, parse_citations
+from .citations import language_hint, parse_citations
 from .extract import ExtractedDocument
 from .references import Reference, add_abbreviations, parse_references
+from .styles import NUMERIC, detect_style
 
 
 @dataclass
@@ -42,8 +43,6 @@ class ParsedDocument:
 
 
 def parse_blocks(blocks: list[Block]) -> ParsedDocument:
-    from .citations import detect_style, language_hint
-
     # Entries are parsed twice only when the first guess (author-year) turns out numeric, so
     # that list-item ordinals count as entry numbers for numbered styles only.
     refs, section = parse_references(blocks, numbered=False)

@@ -2,9 +2,10 @@
 
 The list starts after the last heading called "References", "Bibliography", "Literaturverzeichnis"
 and the like (the table of contents names it too, earlier) and runs until the next heading or an
-appendix. Entries in the five styles are parsed by shape, not by their wording: author-year
-entries put the year in parentheses after the names, IEEE entries open with ``[n]`` and quote the
-title, Vancouver entries open with ``n.`` and put the initials after the surname.
+appendix. Each entry is read by the grammars of the styles (``styles``), by shape, not by its
+wording: author-year entries put the year in parentheses after the names, IEEE entries open with
+``[n]`` and quote the title, Vancouver entries open with ``n.`` and put the initials after the
+surname.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from .blocks import Block
+from .styles import apa, parse_entry
+from .styles.base import ANY_YEAR as _ANY_YEAR
 
 _HEADING = re.compile(
     r"^(?:(?:\d+(?:\.\d+)*|[IVXLC]+|[A-Z])[.)]?\s+)?"
@@ -34,22 +37,9 @@ _DOI = re.compile(
 _BARE_DOI = re.compile(r"(?<![\w/])(10\.\S+/\S*)")
 # Crossref's recommended pattern for modern DOIs.
 DOI_VALID = re.compile(r"^10\.\d{4,9}/[-._;()/:A-Za-z0-9]+$")
-YEAR = r"(?:1[5-9]\d\d|20\d\d)"
-_PAREN_YEAR = re.compile(
-    rf"\(\s*({YEAR}[a-z]?|n\.\s?d\.|o\.\s?J\.|in press|im Druck)\s*\)", re.IGNORECASE
-)
-_ANY_YEAR = re.compile(rf"(?<![\d/.\-])({YEAR})([a-z]?)(?![\d/])")
-_INITIALS = re.compile(r"^(?:[A-Z][a-z]?\.\s?-?)+$|^[A-Z]{1,3}$")
-# "Kultusministerkonferenz (KMK)", "World Health Organization [WHO]": a group author with the
-# short form the text cites it by.
-_ABBREVIATED = re.compile(r"^(.*?\S)\s*[\[(]\s*([A-Z][A-Za-z&]{1,11})\s*[\])]$")
-# "DLT \u2013 Deutscher Landkreistag": the short form first, then the full name.
-_ABBREVIATION_FIRST = re.compile(r"^([A-Z][A-Za-z&0-9]{1,11})\s+[\u2013\u2014-]\s+(\S.*)$")
-# Lower-case words that occur inside the name of an organisation but not in a personal name list.
-_ORG_WORD = re.compile(r"\s(?:of|for|on|the|für)\s")
+_PAREN_YEAR = apa.PAREN_YEAR
 # The start of an author-year entry: optional lower-case particles, then a capital.
 _ENTRY_HEAD = re.compile(r"^(?:[a-z]{1,4}\s+){0,3}[^\W\d_a-z]")
-_QUOTED = re.compile(r"[\"\u201c\u2018'](.+?)[,.]?[\"\u201d\u2019'](?=[\s,.]|$)")
 
 
 @dataclass
@@ -139,121 +129,6 @@ def doi_is_valid(doi: str | None) -> bool:
     return bool(doi) and bool(DOI_VALID.match(doi))
 
 
-def _surname_from_given_first(name: str) -> str:
-    """``L. N. Gauthier`` -> ``Gauthier``; ``J.-P. de la Cruz`` -> ``de la Cruz``."""
-    words = name.split()
-    rest = [w for w in words if not re.match(r"^(?:[A-Z][a-z]?\.-?)+$", w)]
-    return " ".join(rest) if rest else name
-
-
-def _group_author(segment: str) -> str | None:
-    """The whole segment if it names one organisation rather than a list of people.
-
-    ``World Bank``, ``R Core Team``, ``OECD``, ``Agency for Healthcare Research and Quality``,
-    ``Department for Business, Energy and Industrial Strategy``: no initials anywhere, and
-    either no separator at all or a lower-case function word inside the first name.
-    """
-    seg = re.sub(r"\s*\((?:ed|eds|hrsg|hg)\.?\)\s*$", "", segment.strip(), flags=re.IGNORECASE)
-    seg = seg.rstrip(" .")
-    if not seg or ";" in seg or "/" in seg or re.search(r"(?:^|[\s,])[A-Z][a-z]?\.", seg):
-        return None
-    first = seg.split(",")[0]
-    # "and" alone joins two people ("Smith and Jones"); an organisation has other small words.
-    org = _ORG_WORD.search(f" {re.sub(r'\s(?:and|und)\s', ' ', first)} ")
-    if "," not in seg and not re.search(r"\s(?:&|and|und)\s", seg):
-        return seg
-    return seg if org else None
-
-
-def _split_author_year_names(segment: str) -> list[str]:
-    """Surnames from ``Smith, J. A., Jones, B., & Lee, C.`` or ``Bauer, W.; Ek, J.``."""
-    segment = re.sub(r"\s*(?:et al\.?|u\.\s?a\.|and others|\.\.\.)\s*$", "", segment.strip())
-    group = _group_author(segment)
-    if group is not None:
-        return [group]
-    if ";" in segment:
-        parts = [p.strip() for p in segment.split(";")]
-        return [p.split(",")[0].strip() for p in parts if p.strip()]
-    segment = re.sub(r",?\s+(?:&|and|und)\s+", ", ", segment)
-    pieces = [p.strip() for p in segment.split(",") if p.strip()]
-    names: list[str] = []
-    for p in pieces:
-        if _INITIALS.match(p) or re.match(r"^(?:[A-Z]\.\s?)+(?:[A-Z]\.)?$", p):
-            continue
-        if re.match(r"^(?:[A-Z][a-z]?\.\s?-?)+\s", p):
-            # "J. Smith" (given name first) inside an author-year list
-            names.append(_surname_from_given_first(p))
-            continue
-        names.append(p)
-    return names
-
-
-def _parse_author_year(ref: Reference, body: str) -> bool:
-    m = _PAREN_YEAR.search(body)
-    if not m or m.start() > 400:
-        return False
-    ref.year = m.group(1).replace(" ", "")
-    ref.authors = _split_author_year_names(body[: m.start()])
-    if ref.authors:
-        short = _ABBREVIATED.match(ref.authors[0])
-        if short:
-            ref.authors[0] = short.group(1)
-            ref.aliases.append(short.group(2))
-        elif short := _ABBREVIATION_FIRST.match(ref.authors[0]):
-            ref.authors[0] = short.group(2)
-            ref.aliases.append(short.group(1))
-    rest = body[m.end() :].lstrip(".: ")
-    q = _QUOTED.match(rest)
-    if q:
-        ref.title = q.group(1).strip()
-        tail = rest[q.end() :].lstrip(",. ")
-    else:
-        cut = re.search(r"(?<=[^\s.][^\s.])[.?!](?:\s|$)", rest)
-        ref.title = (rest[: cut.start() + 1] if cut else rest).strip().rstrip(".")
-        tail = rest[cut.end() :] if cut else ""
-    tail = re.sub(r"^(?:In:?\s+)", "", tail.strip())
-    ref.venue = re.split(r",|\.\s|\(|\d", tail, maxsplit=1)[0].strip() or None
-    return True
-
-
-def _parse_ieee(ref: Reference, body: str) -> None:
-    q = re.search(r"[\"\u201c](.+?)[,.]?[\"\u201d]", body)
-    head = body[: q.start()] if q else body.split(",", 1)[0]
-    head = head.strip().rstrip(",")
-    head = re.sub(r"\s*et al\.?$", "", head)
-    names = re.split(r",\s*(?:and\s+)?|\s+and\s+", head)
-    ref.authors = [_surname_from_given_first(n.strip()) for n in names if n.strip()]
-    if q:
-        ref.title = q.group(1).strip()
-        tail = body[q.end() :].lstrip(", ")
-        tail = re.sub(r"^in\s+", "", tail)
-        ref.venue = re.split(r",", tail, maxsplit=1)[0].strip() or None
-    years = _ANY_YEAR.findall(body)
-    if years:
-        ref.year = years[-1][0]
-
-
-def _parse_vancouver(ref: Reference, body: str) -> None:
-    head, _, rest = body.partition(". ")
-    names = [n.strip() for n in head.split(",") if n.strip() and n.strip() != "et al"]
-    authors = []
-    for n in names:
-        words = n.split()
-        if len(words) > 1 and re.match(r"^[A-Z]{1,4}$", words[-1]):
-            authors.append(" ".join(words[:-1]))
-        else:
-            authors.append(n)
-    ref.authors = authors
-    title, _, tail = rest.partition(". ")
-    ref.title = title.strip() or None
-    tail = re.sub(r"^In:\s*", "", tail)
-    ref.venue = re.split(r"\.\s|;|\d", tail, maxsplit=1)[0].strip() or None
-    m = re.search(rf"(?<![\d/])({YEAR})(?=\s*[;.:]|\s*$)", rest)
-    years = [m.group(1)] if m else [y for y, _ in _ANY_YEAR.findall(rest)]
-    if years:
-        ref.year = years[0]
-
-
 def parse_reference(index: int, block: Block, numbered: bool) -> Reference:
     """Parse one entry. ``numbered`` says whether the document uses a numeric style."""
     text = block.text
@@ -267,11 +142,10 @@ def parse_reference(index: int, block: Block, numbered: bool) -> Reference:
         ref.number = block.number
     ref.doi = extract_doi(text)
     ref.doi_valid = doi_is_valid(ref.doi)
-    if not _parse_author_year(ref, body):
-        if text.lstrip().startswith("[") or re.search(r"[\"\u201c]", body[:300]):
-            _parse_ieee(ref, body)
-        else:
-            _parse_vancouver(ref, body)
+    label = text[: m.end()].strip() if m else ("[" if text.lstrip().startswith("[") else "")
+    entry = parse_entry(body, label)
+    ref.authors, ref.year, ref.title = entry.authors, entry.year, entry.title
+    ref.venue, ref.aliases = entry.venue, entry.aliases
     return ref
 
 

@@ -1,0 +1,77 @@
+"""The citation styles Acurio reads, one module each, and the detection of a document's style.
+
+Each module (``apa``, ``harvard``, ``german``, ``ieee``, ``vancouver``) exports ``STYLE``: its
+name, whether its markers are numbers, and the grammar of its reference entries; its marker
+forms and detection cues are module constants used here and by ``citations``. Adding a style is
+adding a module and naming it in ``_MODULES``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..blocks import Block
+from . import apa, german, harvard, ieee, vancouver
+from .base import NAME, YEAR, Entry, EntryLike, Style
+
+_MODULES = (apa, harvard, german, ieee, vancouver)
+REGISTRY: dict[str, Style] = {m.STYLE.name: m.STYLE for m in _MODULES}
+STYLES: tuple[str, ...] = tuple(REGISTRY)
+NUMERIC: tuple[str, ...] = tuple(name for name, s in REGISTRY.items() if s.numeric)
+# Each distinct entry grammar once, in the order they are tried.
+_GRAMMARS = list(
+    dict.fromkeys(s.parse_entry for s in sorted(REGISTRY.values(), key=lambda s: s.entry_priority))
+)
+
+__all__ = [
+    "NUMERIC",
+    "REGISTRY",
+    "STYLES",
+    "Entry",
+    "Style",
+    "detect_style",
+    "parse_entry",
+]
+
+
+def parse_entry(body: str, label: str = "") -> Entry:
+    """The first entry grammar (by priority) that reads ``body``; the last one reads anything."""
+    for grammar in _GRAMMARS:
+        entry = grammar(body, label)
+        if entry is not None:
+            return entry
+    return Entry()
+
+
+def detect_style(body: list[Block], refs: list[EntryLike]) -> str:
+    """The citation style of the document, from its markers and its reference list."""
+    brackets = parens_num = sups = ay_comma = ay_plain = german_cues = 0
+    # An even sample of the body is plenty to tell the style and keeps long theses cheap.
+    step = max(1, len(body) // 150)
+    for b in body[::step]:
+        t = b.text
+        brackets += sum(1 for _ in ieee.BRACKETS.finditer(t))
+        sups += sum(1 for a, z in b.sups if vancouver.SUP_NUMBERS.match(t[a:z]))
+        for m in vancouver.PARENS_NUM.finditer(t):
+            if not re.fullmatch(rf"\s*{YEAR}\s*", m.group(1)):
+                parens_num += 1
+        ay_comma += len(re.findall(rf"{NAME}(?:\s+et al\.)?,\s+{YEAR}[a-z]?[,;)]", t))
+        ay_plain += len(re.findall(rf"{NAME}(?:\s+et al\.|\s+u\.\s?a\.)?\s+{YEAR}[a-z]?[,;)]", t))
+        german_cues += len(german.MARKER_CUES.findall(t))
+    ref_numbered_brackets = sum(1 for r in refs if r.text.startswith("["))
+    ref_numbered_dots = sum(1 for r in refs if re.match(r"^\d{1,4}\.\s", r.text))
+    ref_colon_year = sum(1 for r in refs if apa.COLON_YEAR.search(r.text[:300]))
+    ref_quoted = sum(1 for r in refs if apa.QUOTED_AFTER_YEAR.search(r.text[:300]))
+    author_year = ay_comma + ay_plain
+    numeric = brackets + parens_num + sups
+    n_refs = max(len(refs), 1)
+    if numeric > author_year or (ref_numbered_brackets + ref_numbered_dots) > 0.5 * n_refs:
+        # Superscript numbers are Vancouver's (and AMA's) other way of citing.
+        if brackets + 3 * ref_numbered_brackets >= parens_num + sups + 3 * ref_numbered_dots:
+            return "ieee"
+        return "vancouver"
+    if german_cues > 0.05 * max(author_year, 1) or ref_colon_year > 0.3 * n_refs:
+        return "german"
+    if ay_comma > ay_plain or (ref_quoted < 0.2 * n_refs and ay_comma >= 0.5 * ay_plain):
+        return "apa"
+    return "harvard"
