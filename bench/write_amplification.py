@@ -270,7 +270,7 @@ ON CONFLICT (id) DO UPDATE SET owner_id = EXCLUDED.owner_id, job_id = EXCLUDED.j
 
 
 def tab_open(job_ids):
-    from jobs.persistence import save_run
+    from jobs.runs import save_run
 
     for pk in job_ids:
         save_run(pk, "client")
@@ -278,7 +278,7 @@ def tab_open(job_ids):
 
 def sweepers(n: int):
     def mode(job_ids):
-        from jobs.backstop import record_jobs
+        from jobs.runs import record_jobs
 
         def loop():
             while record_jobs(limit=50, grace=0, sweeper_name=threading.current_thread().name):
@@ -325,9 +325,9 @@ def run(url: str, n_jobs: int, mb: float) -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    import jobs.backstop
-    from jobs.judge import judge_runs
+    import jobs.runs.saving
     from jobs.models import AnalysisRun
+    from jobs.runs import judge_runs
 
     call_command("migrate", verbosity=0)
     started = time.perf_counter()
@@ -343,8 +343,8 @@ def run(url: str, n_jobs: int, mb: float) -> None:
     )
 
     # The writers alone: the judge is measured on its own below.
-    real_judge = jobs.backstop.judge_runs
-    jobs.backstop.judge_runs = lambda run_ids, **kw: ({}, {})
+    real_judge = jobs.runs.saving.judge_runs
+    jobs.runs.saving.judge_runs = lambda run_ids, **kw: ({}, {})
     modes = [
         ("tab open (client save_run)", tab_open),
         ("tab closed, 1 sweeper", sweepers(1)),
@@ -362,7 +362,7 @@ def run(url: str, n_jobs: int, mb: float) -> None:
         after = settled_counters()
         assert AnalysisRun.objects.count() == len(job_ids), name
         rows.append((name, before, after, seconds))
-    jobs.backstop.judge_runs = real_judge
+    jobs.runs.saving.judge_runs = real_judge
 
     # The judge's add-on, identical in every mode: one store per run.
     before = settled_counters()

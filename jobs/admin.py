@@ -3,121 +3,47 @@
 The dashboard's numbers come from ``jobs.dashboard`` (plain functions); this module only wires
 them into the admin (``get_urls`` + ``admin_view`` + ``each_context``, as Django's own
 ``UserAdmin`` does for its password page). The tables grow to millions of rows, so every change
-list uses ``CheapPaginator`` and ``show_full_result_count = False``, defers the wide columns,
-and orders by an indexed column.
+list uses ``CheapPaginator`` and ``show_full_result_count = False`` (``jobs.admin_tools``, with
+the search and the filters), defers the wide columns, and orders by an indexed column. Actions
+call the models' state changes and ``jobs.runs``; they only report what happened.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
-from django.db import connections, transaction
-from django.db.models import F, Max, OuterRef, Q, QuerySet, Subquery
+from django.db import transaction
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
-from . import dashboard, pipeline
-from .backstop import record_jobs
-from .models import (
+from jobs import dashboard, pipeline
+from jobs.admin_tools import (
+    BigTableAdmin,
+    DeletedFilter,
+    EventWriterFilter,
+    FailedReasonFilter,
+    HasRunFilter,
+    JobSavedByFilter,
+    JudgedFilter,
+    OwnerSearchMixin,
+    SavedByFilter,
+)
+from jobs.models import (
     AnalysisJob,
     AnalysisRun,
     JobCitation,
     JobStatus,
     RunEvent,
-    SavedBy,
     SweeperHeartbeat,
 )
-
-# --- Pagination without COUNT(*) -----------------------------------------------------------
-
-
-class CheapPaginator(Paginator):
-    """A paginator that never counts a big table.
-
-    It counts at most ``EXACT_LIMIT + 1`` rows (``SELECT count(*) FROM (... LIMIT n)``), which is
-    exact and cheap for small filtered lists; beyond that it takes the planner's row estimate
-    (``EXPLAIN``, no scan), which is what the page links need. Both run over the primary keys
-    alone, so the change list's per-row annotations are not evaluated for counting.
-    """
-
-    EXACT_LIMIT = 1_000
-
-    @cached_property
-    def count(self) -> int:
-        qs = self.object_list
-        if not isinstance(qs, QuerySet):
-            return len(qs)
-        bounded = qs.order_by().values("pk")[: self.EXACT_LIMIT + 1].count()
-        if bounded <= self.EXACT_LIMIT:
-            return bounded
-        return max(self._estimate(qs), bounded)
-
-    @staticmethod
-    def _estimate(qs: QuerySet) -> int:
-        sql, params = qs.order_by().values("pk").query.sql_with_params()
-        with connections[qs.db].cursor() as cursor:
-            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
-            plan = cursor.fetchone()[0]
-        if isinstance(plan, str):  # psycopg parses json itself; a str means another adapter
-            plan = json.loads(plan)
-        return int(plan[0]["Plan"]["Plan Rows"])
-
-
-class BigTableAdmin(admin.ModelAdmin):
-    """Change-list settings shared by the large tables."""
-
-    paginator = CheapPaginator
-    show_full_result_count = False
-    list_per_page = 50
-
-
-class OwnerSearchMixin:
-    """The change-list search over a name column and the owner's username, without a join.
-
-    Django's admin ORs ``name ILIKE`` with ``owner.username ILIKE`` across a JOIN, which no
-    index can serve: a sequential scan of the big table per search. Here the matching owners
-    are looked up first (the users table is small) and each term becomes ``UPPER(name) LIKE …
-    OR owner_id IN (<their ids>)``: a BitmapOr of the name's trigram index and the owner index.
-    (An ``IN (subquery)`` arm would be a hashed subplan filter, and scan the table again.) A
-    term matching more than ``OWNER_IDS_MAX`` users keeps the subquery. Terms are split as the
-    admin splits them ("quoted phrases" stay whole); every term must match.
-    """
-
-    search_name_field = ""
-    OWNER_IDS_MAX = 1000
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
-        from django.contrib.auth import get_user_model
-        from django.utils.text import smart_split, unescape_string_literal
-
-        users = get_user_model().objects
-        for bit in smart_split(search_term):
-            if bit.startswith(('"', "'")) and bit[0] == bit[-1]:
-                bit = unescape_string_literal(bit)
-            if not bit:
-                continue
-            owners = users.filter(username__icontains=bit).values("pk")
-            ids = list(owners.values_list("pk", flat=True)[: self.OWNER_IDS_MAX + 1])
-            match = Q(**{f"{self.search_name_field}__icontains": bit})
-            if len(ids) > self.OWNER_IDS_MAX:
-                match |= Q(owner__in=owners)
-            elif ids:
-                match |= Q(owner_id__in=ids)
-            queryset = queryset.filter(match)
-        return queryset, False
-
+from jobs.runs import record_jobs
 
 # --- Links --------------------------------------------------------------------------------
 
@@ -165,160 +91,6 @@ def record_now(request: HttpRequest, job_ids: list[int]) -> str:
     return "Record now: " + ("; ".join(parts) or "nothing to record") + "."
 
 
-# --- Change-list filters -----------------------------------------------------------------
-
-
-class HasRunFilter(admin.SimpleListFilter):
-    title = "run saved"
-    parameter_name = "has_run"
-
-    def lookups(self, request, model_admin):
-        return [
-            ("yes", "Saved (this job's or a newer job's run)"),
-            ("no", "Not saved"),
-            ("ghost", "Ghost: terminal with verdicts, no run"),
-        ]
-
-    def queryset(self, request, queryset):
-        match self.value():
-            case "yes":
-                return queryset.filter(run_saved_at__isnull=False)
-            case "no":
-                return queryset.filter(run_saved_at__isnull=True)
-            case "ghost":
-                return queryset.ghosts()
-        return queryset
-
-
-class SavedByFilter(admin.SimpleListFilter):
-    """Who saved the run row: client, worker, or a legacy row (saved_by NULL, counts as client)."""
-
-    title = "saved by"
-    parameter_name = "saved_by"
-    # The run's column, as seen from the filtered model.
-    run_field = "saved_by"
-
-    def lookups(self, request, model_admin):
-        return [
-            (SavedBy.CLIENT, "Client"),
-            (SavedBy.WORKER, "Worker"),
-            ("legacy", "Legacy (NULL)"),
-        ]
-
-    def _condition(self) -> Q | None:
-        match self.value():
-            case SavedBy.CLIENT | SavedBy.WORKER as value:
-                return Q(**{self.run_field: value})
-            case "legacy":
-                return Q(**{f"{self.run_field}__isnull": True})
-        return None
-
-    def queryset(self, request, queryset):
-        cond = self._condition()
-        return queryset if cond is None else queryset.filter(cond)
-
-
-class JobSavedByFilter(SavedByFilter):
-    """On jobs: jobs whose content a run row holds, by that run's writer.
-
-    ``id IN (SELECT job_id FROM jobs_analysisrun WHERE <writer>)`` runs as a merge semi-join
-    of two backward index scans (jobs' primary key; the runs' job index, or for the legacy
-    writer its own partial index run_legacy_job_idx). The planner assumes matches are spread
-    evenly; legacy rows are all old, so the jobs side would walk most of the table before the
-    first match. Starting it at the newest matching job id (one index probe) avoids that.
-    """
-
-    def queryset(self, request, queryset):
-        cond = self._condition()
-        if cond is None:
-            return queryset
-        runs = AnalysisRun.objects.filter(cond)
-        newest = runs.aggregate(newest=Max("job_id"))["newest"]
-        if newest is None:
-            return queryset.none()
-        return queryset.filter(pk__lte=newest, pk__in=runs.values("job_id"))
-
-
-class FailedReasonFilter(admin.SimpleListFilter):
-    """Failed jobs by reason: the error text up to its first colon ("Could not read the file")."""
-
-    title = "failed reason"
-    parameter_name = "reason"
-    # Reasons are listed from the failed jobs of this recent period (a job_failed_idx range),
-    # so the filter's own lookup reads a week's failures, never the whole table.
-    LOOKBACK_DAYS = 7
-    MAX_REASONS = 12
-
-    def lookups(self, request, model_admin):
-        since = timezone.now() - timedelta(days=self.LOOKBACK_DAYS)
-        with connections[AnalysisJob.objects.db].cursor() as cursor:
-            cursor.execute(
-                """
-                SELECT left(split_part(error, ':', 1), 80) AS reason, count(*) AS n
-                FROM jobs_analysisjob
-                WHERE finished_at >= %s AND status = %s AND error <> ''
-                GROUP BY 1 ORDER BY n DESC, reason LIMIT %s
-                """,
-                [since, JobStatus.FAILED, self.MAX_REASONS],
-            )
-            return [(reason, f"{reason} ({n})") for reason, n in cursor.fetchall()]
-
-    def queryset(self, request, queryset):
-        if self.value():
-            return queryset.filter(status=JobStatus.FAILED, error__startswith=self.value())
-        return queryset
-
-
-class EventWriterFilter(SavedByFilter):
-    """Diagnostics events by the writer they report (worker, client, or none)."""
-
-    title = "writer"
-    parameter_name = "writer"
-
-    def lookups(self, request, model_admin):
-        return [(SavedBy.WORKER, "Worker"), (SavedBy.CLIENT, "Client"), ("none", "None")]
-
-    def queryset(self, request, queryset):
-        match self.value():
-            case SavedBy.CLIENT | SavedBy.WORKER as value:
-                return queryset.filter(writer=value)
-            case "none":
-                return queryset.filter(writer="")
-        return queryset
-
-
-class DeletedFilter(admin.SimpleListFilter):
-    title = "deleted"
-    parameter_name = "deleted"
-
-    def lookups(self, request, model_admin):
-        return [("no", "Not deleted"), ("yes", "Soft-deleted")]
-
-    def queryset(self, request, queryset):
-        match self.value():
-            case "no":
-                return queryset.filter(deleted_at__isnull=True)
-            case "yes":
-                return queryset.filter(deleted_at__isnull=False)
-        return queryset
-
-
-class JudgedFilter(admin.SimpleListFilter):
-    title = "judged"
-    parameter_name = "judged"
-
-    def lookups(self, request, model_admin):
-        return [("yes", "Judged (current job)"), ("no", "Not judged for its current job")]
-
-    def queryset(self, request, queryset):
-        match self.value():
-            case "yes":
-                return queryset.filter(judged_job=F("job"))
-            case "no":
-                return queryset.unjudged()
-        return queryset
-
-
 # --- AnalysisJob ------------------------------------------------------------------------
 
 
@@ -339,6 +111,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
         "status",
         HasRunFilter,
         JobSavedByFilter,
+        "failure_kind",
         FailedReasonFilter,
         DeletedFilter,
     ]
@@ -358,6 +131,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
         "status",
         "current_step",
         "error",
+        "failure_kind",
         "run_id",
         "workflow_id",
         "created_at",
@@ -369,7 +143,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
     ]
     fieldsets = [
         (None, {"fields": ["links", "owner", "filename", "library_filename"]}),
-        ("State", {"fields": ["status", "current_step", "error"]}),
+        ("State", {"fields": ["status", "current_step", "error", "failure_kind"]}),
         ("Identity", {"fields": ["run_id", "workflow_id"]}),
         (
             "Times",
@@ -506,7 +280,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
     @admin.action(description="Soft-delete selected jobs", permissions=["change"])
     def soft_delete(self, request: HttpRequest, queryset: QuerySet) -> None:
         total = queryset.count()
-        done = queryset.filter(deleted_at__isnull=True).update(deleted_at=timezone.now())
+        done = queryset.soft_delete()
         text = f"Soft-deleted {done} job(s)."
         if total - done:
             text += f" {total - done} were already deleted."
@@ -624,7 +398,7 @@ class AnalysisRunAdmin(OwnerSearchMixin, BigTableAdmin):
         return super().get_queryset(request).defer("doc_html", "report")
 
     def has_add_permission(self, request) -> bool:
-        return False  # runs are written by jobs.persistence.save_run only
+        return False  # runs are written by jobs.runs.writer.save_run only
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False

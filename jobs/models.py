@@ -1,9 +1,13 @@
 """Models of the jobs app: the work queue, the user-facing report rows, their citations.
 
 ``AnalysisJob`` is one analysis attempt of an uploaded thesis; ``AnalysisRun`` is the report a
-user reads (one per run id, written by exactly one function: ``jobs.persistence``);
+user reads (one per run id, written by exactly one function: ``jobs.runs.writer.save_run``);
 ``JobCitation`` holds one row per in-text citation with its verdict. ``SweeperHeartbeat`` and
 ``RunEvent`` let operators see the sweeper working.
+
+A job's state changes are its own methods (``mark_stage``, ``complete``, ``fail``,
+``soft_delete``, ``new_attempt``) or, where a step knows only the job's id, methods of its
+QuerySet; the named selections (``ghosts``, ``in_flight``, ``unjudged``...) are QuerySet methods.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
-from django.db.models import Q
-from django.db.models.functions import Upper
+from django.db.models import Case, F, Func, IntegerField, Q, Value, When
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Coalesce, Upper
 from django.utils import timezone
+
+from jobs.durable.models import Step
 
 
 class JobStatus(models.TextChoices):
@@ -27,6 +34,14 @@ class JobStatus(models.TextChoices):
 
 
 TERMINAL_STATUSES = (JobStatus.COMPLETE, JobStatus.FAILED)
+
+
+class FailureKind(models.TextChoices):
+    """Whose failure a failed job is: it decides what the user reads."""
+
+    INPUT = "input", "Unusable input"  # the file itself: its message is for the user
+    INTERNAL = "internal", "Internal error"  # ours: the user reads a plain explanation
+    CANCELLED = "cancelled", "Cancelled by an operator"
 
 
 class SavedBy(models.TextChoices):
@@ -79,6 +94,47 @@ class AnalysisJobQuerySet(models.QuerySet):
             Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]) | Q(finished_at__gte=since)
         )
 
+    def unsaved_work(self, failed_within: timedelta) -> AnalysisJobQuerySet:
+        """Work no run shows: queued or running jobs, and failures within ``failed_within`` that
+        no run records (the runs list offers them, so a closed tab's job can be picked up)."""
+        return self.filter(
+            Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING])
+            | Q(
+                status=JobStatus.FAILED,
+                run_saved_at__isnull=True,
+                finished_at__gte=timezone.now() - failed_within,
+            )
+        )
+
+    # --- state changes of jobs known by id (the pipeline's steps) ---
+
+    def mark_stage(self, stage: str, **fields) -> int:
+        """The jobs are running, now at ``stage``; ``fields`` are written with it."""
+        return self.update(
+            status=JobStatus.RUNNING, progress_step=stage, updated_at=timezone.now(), **fields
+        )
+
+    def add_verified(self, count: int, next_stage: str) -> int:
+        """Add ``count`` verified citations to the progress, atomically.
+
+        Fan-out children run in parallel on several workers, so this adds to the count rather
+        than setting it; whichever chunk completes the count hands the progress to
+        ``next_stage``.
+        """
+        done = F("progress_done") + count
+        return self.update(
+            progress_done=done,
+            progress_step=Case(
+                When(progress_total__lte=done, then=Value(next_stage)),
+                default=F("progress_step"),
+            ),
+            updated_at=timezone.now(),
+        )
+
+    def soft_delete(self) -> int:
+        """Soft-delete the jobs not deleted yet; return how many were."""
+        return self.filter(deleted_at__isnull=True).update(deleted_at=timezone.now())
+
 
 class AnalysisJob(models.Model):
     """One analysis attempt of an uploaded thesis; driven by one durable workflow instance."""
@@ -102,6 +158,10 @@ class AnalysisJob(models.Model):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, default="")
+    # Set with error when the job fails; "" otherwise.
+    failure_kind = models.CharField(
+        max_length=16, choices=FailureKind.choices, blank=True, default=""
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -124,7 +184,7 @@ class AnalysisJob(models.Model):
             ),
         ]
         indexes = [
-            # The run backstop (jobs.sweeper, AnalysisJob.objects.ghosts(grace)):
+            # The run backstop (jobs.runs.backstop, AnalysisJob.objects.ghosts(grace)):
             #   SELECT ... FROM jobs_analysisjob WHERE status IN ('complete','failed')
             #     AND deleted_at IS NULL AND run_saved_at IS NULL AND doc_html IS NOT NULL
             #     AND updated_at <= now() - grace ORDER BY updated_at LIMIT batch
@@ -158,11 +218,11 @@ class AnalysisJob(models.Model):
             ),
             # A user's job list: WHERE owner_id = ? ORDER BY created_at DESC.
             models.Index(fields=["owner", "-created_at"], name="job_owner_idx"),
-            # The admin's search by file name (jobs.admin.OwnerSearchMixin):
+            # The admin's search by file name (jobs.admin_tools.OwnerSearchMixin):
             #   WHERE UPPER(filename::text) LIKE UPPER('%term%') OR owner_id IN (...)
             # A trigram index serves a substring match; with job_owner_idx the OR is a BitmapOr.
             GinIndex(OpClass(Upper("filename"), name="gin_trgm_ops"), name="job_filename_trgm_idx"),
-            # The admin's "failed reason" filter (jobs.admin.FailedReasonFilter):
+            # The admin's "failed reason" filter (jobs.admin_tools.FailedReasonFilter):
             #   SELECT split_part(error, ':', 1), count(*) FROM jobs_analysisjob
             #     WHERE status = 'failed' AND finished_at >= now() - 7 days GROUP BY 1
             # and the bounded count of the failed change list; only failed jobs are in it.
@@ -180,6 +240,114 @@ class AnalysisJob(models.Model):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    # --- state changes ---
+
+    def mark_stage(self, stage: str, **fields) -> None:
+        """The job is running, now at ``stage``; ``fields`` (model fields) are saved with it."""
+        self.status = JobStatus.RUNNING
+        self.progress_step = stage
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self.save(update_fields=["status", "progress_step", "updated_at", *fields])
+
+    def complete(self, report: dict, citations: int) -> None:
+        """The analysis is done: ``report`` is its result, ``citations`` were verified."""
+        self.status = JobStatus.COMPLETE
+        self.results = report
+        self.error = ""
+        self.failure_kind = ""
+        self.progress_step = JobStatus.COMPLETE
+        self.progress_done = self.progress_total = citations
+        self.finished_at = timezone.now()
+        self.save(
+            update_fields=[
+                "status",
+                "results",
+                "error",
+                "failure_kind",
+                "progress_step",
+                "progress_done",
+                "progress_total",
+                "finished_at",
+                "updated_at",
+            ]
+        )
+
+    def fail(self, message: str, kind: FailureKind) -> bool:
+        """Fail the job with ``message`` (what the user reads); False if it had already ended.
+
+        A compare-and-set: of two callers failing the same job (a worker's permanent error and
+        an operator's cancel), only the first changes it.
+        """
+        now = timezone.now()
+        changed = (
+            type(self)
+            .objects.filter(pk=self.pk)
+            .exclude(status__in=TERMINAL_STATUSES)
+            .update(
+                status=JobStatus.FAILED,
+                error=message,
+                failure_kind=kind,
+                finished_at=now,
+                updated_at=now,
+            )
+        )
+        if changed != 1:
+            return False
+        self.status, self.error, self.failure_kind = JobStatus.FAILED, message, kind
+        self.finished_at = self.updated_at = now
+        return True
+
+    def soft_delete(self) -> bool:
+        """Hide the job from its owner and from the backstop; False if it already was."""
+        return type(self).objects.filter(pk=self.pk).soft_delete() == 1
+
+    def new_attempt(self) -> AnalysisJob:
+        """A new queued job of the same run, from the same upload (a re-analysis).
+
+        When it finishes, its content replaces the run's: a newer job wins, whoever saves it.
+        """
+        source = (
+            type(self)
+            .objects.only("owner", "filename", "upload", "library", "library_filename", "run_id")
+            .get(pk=self.pk)
+        )
+        return type(self).objects.create(
+            owner_id=source.owner_id,
+            filename=source.filename,
+            upload=source.upload,
+            library=source.library,
+            library_filename=source.library_filename,
+            run_id=source.run_id,
+            status=JobStatus.QUEUED,
+            progress_step=JobStatus.QUEUED,
+        )
+
+    def first_step_running(self) -> bool:
+        """Whether the workflow's first task is running while the row still says queued.
+
+        A step's writes show only when it commits, so while the first one (extract) runs the
+        job row still says queued; the engine knows better, for the price of one lookup.
+        """
+        if self.workflow_id is None:
+            return False
+        # Served by the (instance_id, key) unique index of the engine's steps.
+        # (Composite steps such as the root sequence are "running" from the start: tasks only.)
+        return Step.objects.filter(
+            instance_id=self.workflow_id, status="running", kind="task"
+        ).exists()
+
+
+class JsonbArrayLength(Func):
+    function = "jsonb_array_length"
+    output_field = IntegerField()
+
+
+def _summary_int(key: str) -> Coalesce:
+    return Coalesce(
+        Cast(KeyTextTransform(key, KeyTransform("summary", "report")), IntegerField()), 0
+    )
+
 
 class AnalysisRunQuerySet(models.QuerySet):
     def owned_by(self, user) -> AnalysisRunQuerySet:
@@ -189,9 +357,26 @@ class AnalysisRunQuerySet(models.QuerySet):
         """Runs whose current job has not been judged: the judge backstop's selection."""
         return self.filter(Q(judged_job__isnull=True) | ~Q(judged_job=models.F("job")))
 
+    def with_counts(self, problem_verdicts: list[str]) -> AnalysisRunQuerySet:
+        """Annotate citation, reference, problem and uncited counts read from the report JSON.
+
+        Computed in SQL from the stored report, so a list of runs never loads a report payload
+        or a (TOASTed) doc_html into Python. ``problem_verdicts`` are summed into
+        ``problem_count``.
+        """
+        problems = _summary_int(problem_verdicts[0])
+        for verdict in problem_verdicts[1:]:
+            problems = problems + _summary_int(verdict)
+        return self.annotate(
+            citation_count=Coalesce(JsonbArrayLength(KeyTransform("citations", "report")), 0),
+            reference_count=Coalesce(JsonbArrayLength(KeyTransform("references", "report")), 0),
+            problem_count=problems,
+            uncited_count=_summary_int("uncited"),
+        )
+
 
 class AnalysisRun(models.Model):
-    """The report a user reads. Written only by ``jobs.persistence.save_run``."""
+    """The report a user reads. Written only by ``jobs.runs.writer.save_run``."""
 
     id = models.UUIDField(primary_key=True, editable=False)
     owner = models.ForeignKey(
@@ -264,7 +449,7 @@ class AnalysisRun(models.Model):
                 name="run_nonclient_idx",
                 condition=Q(saved_by__isnull=True) | Q(saved_by=SavedBy.WORKER),
             ),
-            # The admin's jobs "saved by: legacy" filter (jobs.admin.JobSavedByFilter):
+            # The admin's jobs "saved by: legacy" filter (jobs.admin_tools.JobSavedByFilter):
             #   WHERE jobs_analysisjob.id IN (SELECT job_id FROM jobs_analysisrun
             #     WHERE saved_by IS NULL) ORDER BY id DESC LIMIT 50
             # Legacy rows are never written again, so this index only shrinks.

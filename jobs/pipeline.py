@@ -1,4 +1,4 @@
-"""The citation analysis as a durable workflow; queueing it, re-analysing, judging a saved run.
+"""The citation analysis as a durable workflow; queueing it and re-analysing.
 
 ::
 
@@ -19,24 +19,23 @@ saves the run, or the sweeper's backstop does.
 Every step's writes commit with its checkpoint, so the progress a step records becomes visible
 when the step is done: ``progress_step`` names the stage now under way.
 
-Bad input (``AnalysisInputError``) is a ``PermanentError``: the instance fails at once and the
-``on_failure`` hook marks the job failed with the message the user sees. The same hook covers
-retries exhausted, a lease the sweeper could not recover, and an operator's cancel.
+Bad input (``AnalysisInputError``) becomes an ``UploadError``, a ``PermanentError``: the instance
+fails at once and the ``on_failure`` hook marks the job failed (``FailureKind.INPUT``) with the
+message the user sees. The same hook covers retries exhausted, a lease the sweeper could not
+recover (``INTERNAL``), and an operator's cancel (``CANCELLED``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import sys
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, Value, When
-from django.utils import timezone
 
 from jobs import analysis
 from jobs.durable import PermanentError, fan_out, start, task
-from jobs.models import AnalysisJob, JobCitation, JobStatus
+from jobs.models import AnalysisJob, FailureKind, JobCitation, JobStatus
 
 logger = logging.getLogger("jobs.pipeline")
 
@@ -46,8 +45,6 @@ logger = logging.getLogger("jobs.pipeline")
 # (~2,000 citations) into ten pieces for whichever workers are free (bench/web_pipeline.py).
 VERIFY_CHUNK = 200
 ON_FAILURE = "jobs.pipeline.on_failure"
-# A remote judge's calls have their own timeouts and retries; this bounds the whole step.
-JUDGE_STEP_TIMEOUT = 300
 # What verify adds to a citation; the rest of it is already in the "parsed" checkpoint.
 VERDICT_FIELDS = ("verdict", "references", "reason")
 # What a user reads when the failure was ours, not their file's.
@@ -56,17 +53,18 @@ INTERNAL_ERROR = (
     "Try again with Re-analyse; if it keeps failing, please contact us."
 )
 CANCELLED_ERROR = "The analysis was cancelled by an operator. Use Re-analyse to run it again."
-# The engine hands on_failure only the error text. Messages meant for the user carry this
-# prefix (it also reads well in the admin), so on_failure can tell them from the engine's own
-# ("step x failed after 5 attempt(s): KeyError: ...", lease loss), which the user never sees.
-USER_ERROR_PREFIX = "Unusable upload: "
 
 
 class UploadError(PermanentError):
-    """Bad input: no retry can fix it, and its message is for the user."""
+    """Bad input: no retry can fix it, and ``user_message`` is for the user.
+
+    Its text (what the engine stores and its admin shows) names it an unusable upload; the job
+    gets ``user_message`` alone, with ``FailureKind.INPUT``.
+    """
 
     def __init__(self, message: str) -> None:
-        super().__init__(USER_ERROR_PREFIX + message)
+        super().__init__(f"Unusable upload: {message}")
+        self.user_message = message
 
 
 class Stage:
@@ -143,20 +141,7 @@ def requeue(job: AnalysisJob) -> AnalysisJob:
     When it finishes, its content replaces the run's (a newer job wins, whoever saves it).
     """
     with transaction.atomic():
-        source = AnalysisJob.objects.only(
-            "owner", "filename", "upload", "library", "library_filename", "run_id"
-        ).get(pk=job.pk)
-        new = AnalysisJob.objects.create(
-            owner_id=source.owner_id,
-            filename=source.filename,
-            upload=source.upload,
-            library=source.library,
-            library_filename=source.library_filename,
-            run_id=source.run_id,
-            status=JobStatus.QUEUED,
-            progress_step=Stage.QUEUED,
-        )
-        return _start(new)
+        return _start(job.new_attempt())
 
 
 # --- Steps --------------------------------------------------------------------------------
@@ -164,12 +149,6 @@ def requeue(job: AnalysisJob) -> AnalysisJob:
 
 def _job_id(ctx) -> int:
     return int(ctx.input["job_id"])
-
-
-def _progress(job_id: int, step: str, **fields: Any) -> None:
-    AnalysisJob.objects.filter(pk=job_id).update(
-        status=JobStatus.RUNNING, progress_step=step, updated_at=timezone.now(), **fields
-    )
 
 
 def _alive_job(job_id: int, *fields: str) -> AnalysisJob:
@@ -191,7 +170,7 @@ def extract(ctx) -> dict:
         _library(job)
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
-    _progress(job_id, Stage.PARSE, doc_html=document.html, progress_done=0, progress_total=0)
+    job.mark_stage(Stage.PARSE, doc_html=document.html, progress_done=0, progress_total=0)
     return {"job_id": job_id, "format": document.format, "chars": len(document.html)}
 
 
@@ -211,7 +190,7 @@ def parse(ctx) -> dict:
         # good part of the document again, and nothing downstream needs them (the report page
         # shows every marker in place in doc_html).
         citation.pop("context", None)
-    _progress(job_id, Stage.VERIFY, progress_done=0, progress_total=len(data["citations"]))
+    job.mark_stage(Stage.VERIFY, progress_done=0, progress_total=len(data["citations"]))
     return data
 
 
@@ -230,29 +209,10 @@ def verify(ctx) -> list[dict]:
     # so repeating them here would store every marker and its context twice more.
     slim = [{k: v[k] for k in VERDICT_FIELDS if k in v} for v in verdicts]
     # The update comes last so the job row is locked only for the end of this transaction.
-    count_verified(
-        _job_id(ctx),
-        len(ids),
-        next_stage=Stage.RESOLVE if ctx.input.get("resolver_url") else Stage.FINALIZE,
+    AnalysisJob.objects.filter(pk=_job_id(ctx)).add_verified(
+        len(ids), next_stage=Stage.RESOLVE if ctx.input.get("resolver_url") else Stage.FINALIZE
     )
     return slim
-
-
-def count_verified(job_id: int, count: int, next_stage: str = Stage.FINALIZE) -> None:
-    """Add ``count`` verified citations to the job's progress, atomically.
-
-    Children run in parallel on several workers, so this adds to the count rather than
-    setting it; whichever chunk completes the count hands the progress to the next stage.
-    """
-    done = F("progress_done") + count
-    AnalysisJob.objects.filter(pk=job_id).update(
-        progress_done=done,
-        progress_step=Case(
-            When(progress_total__lte=done, then=Value(next_stage)),
-            default=F("progress_step"),
-        ),
-        updated_at=timezone.now(),
-    )
 
 
 def resolve(ctx) -> list[dict]:
@@ -263,7 +223,7 @@ def resolve(ctx) -> list[dict]:
         results = [resolver.check(ref) for ref in analysis.references_of(parsed)]
     finally:
         resolver.close()
-    _progress(_job_id(ctx), Stage.FINALIZE)
+    AnalysisJob.objects.filter(pk=_job_id(ctx)).mark_stage(Stage.FINALIZE)
     return results
 
 
@@ -317,19 +277,8 @@ def finalize(ctx) -> dict:
     # nothing to replace; the delete keeps the step safe to re-run by hand all the same.
     JobCitation.objects.filter(job_id=job_id).delete()
     JobCitation.objects.bulk_create(citations, batch_size=1000)
-    now = timezone.now()
-    total = len(citations)
-    AnalysisJob.objects.filter(pk=job_id).update(
-        status=JobStatus.COMPLETE,
-        results=report,
-        error="",
-        progress_step=Stage.DONE,
-        progress_done=total,
-        progress_total=total,
-        finished_at=now,
-        updated_at=now,
-    )
-    return {"job_id": job_id, "citations": total, "summary": report["summary"]}
+    job.complete(report, citations=len(citations))
+    return {"job_id": job_id, "citations": len(citations), "summary": report["summary"]}
 
 
 def _library(job: AnalysisJob):
@@ -338,67 +287,32 @@ def _library(job: AnalysisJob):
     return analysis.load_library(bytes(job.library), job.library_filename)
 
 
-# --- Judging a saved run ---------------------------------------------------------------------
-
-
-def judge_soon(run_id) -> None:
-    """Judge a run the tab just wrote, without keeping the tab waiting on a remote judge.
-
-    The built-in judge takes milliseconds and runs right here. A remote judge (network,
-    timeouts, retries) runs as a one-step durable workflow that the next free worker picks up.
-    Either way, a failure leaves the run unjudged for its job, and the sweeper's judge backstop
-    judges it later.
-    """
-    from jobs.judge import JudgeError, judge_run
-
-    if not settings.ACURIO_JUDGE_URL:
-        try:
-            judge_run(run_id)
-        except JudgeError as exc:
-            logger.warning("run %s saved but not judged yet (the sweeper will): %s", run_id, exc)
-        return
-    start(
-        task("jobs.pipeline.judge", timeout=JUDGE_STEP_TIMEOUT),
-        label=f"judge run {run_id}",
-        input={"run_id": str(run_id)},
-    )
-
-
-def judge(ctx) -> dict:
-    """The durable step behind judge_soon (at least once: judging twice stores the same)."""
-    from jobs.judge import judge_run
-
-    judgment = judge_run(ctx.input["run_id"])
-    return {"run_id": ctx.input["run_id"], "score": judgment.get("score")}
-
-
 # --- Failure ------------------------------------------------------------------------------
 
 
 def on_failure(instance_id, error: str) -> None:
     """The engine failed this job's instance: mark the job failed with a message for the user.
 
-    Runs in the transaction that fails (or cancels) the instance. An UploadError's message is
-    the user's (it explains what is wrong with the file); anything else is ours: it is logged,
-    and the user reads a plain explanation instead of a stack trace.
+    Runs in the transaction that fails (or cancels) the instance. Whose failure it is comes
+    from the exception's type: a worker calls this hook while it handles the exception its
+    step raised, so an ``UploadError`` in flight is the user's (its message explains what is
+    wrong with the file); the engine's ``"cancelled"`` is an operator's; anything else is
+    ours: it is logged, and the user reads a plain explanation instead of a stack trace.
     """
     job = AnalysisJob.objects.only("id", "status").filter(workflow_id=instance_id).first()
     if job is None or job.is_terminal:
         return
-    message = user_message(error)
-    if message == INTERNAL_ERROR:
+    kind, message = failure_of(sys.exception(), error)
+    if kind == FailureKind.INTERNAL:
         logger.error("analysis job %s failed (instance %s): %s", job.pk, instance_id, error)
-    now = timezone.now()
-    AnalysisJob.objects.filter(pk=job.pk).update(
-        status=JobStatus.FAILED, error=message, finished_at=now, updated_at=now
-    )
+    job.fail(message, kind)
 
 
-def user_message(error: str) -> str:
-    """The engine's error text as the user should read it."""
-    error = (error or "").strip()
-    if error.startswith(USER_ERROR_PREFIX) and error[len(USER_ERROR_PREFIX) :].strip():
-        return error[len(USER_ERROR_PREFIX) :].strip()
-    if error == "cancelled":
-        return CANCELLED_ERROR
-    return INTERNAL_ERROR
+def failure_of(exc: BaseException | None, error: str) -> tuple[FailureKind, str]:
+    """Whose failure it is, and what the user reads: from the step's exception (if any) and
+    the engine's error text."""
+    if isinstance(exc, UploadError) and exc.user_message.strip():
+        return FailureKind.INPUT, exc.user_message.strip()
+    if (error or "").strip() == "cancelled":
+        return FailureKind.CANCELLED, CANCELLED_ERROR
+    return FailureKind.INTERNAL, INTERNAL_ERROR

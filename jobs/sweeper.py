@@ -7,8 +7,9 @@ Each tick, in the main thread:
    vanished go back to ready (or fail after their last attempt);
 3. **run backstop** — started in its own thread unless one is still in flight, so a slow batch
    (a remote judge) never delays lease recovery and backstops never stack. The thread records
-   ghost runs batch after batch (``jobs.backstop.record_jobs``: record, judge, diagnostics),
-   then runs the **judge backstop**: runs recorded but not judged for their current job;
+   ghost runs batch after batch (``jobs.runs.record_jobs``: record, judge, diagnostics),
+   then runs the **judge backstop** (``jobs.runs.judge_backlog``): runs recorded but not
+   judged for their current job;
 4. **trim** — ``doc_html`` of terminal jobs past ``ACURIO_DOC_HTML_TTL_HOURS`` is cleared, but
    only where the job's run row exists, so no report body is ever lost to it.
 
@@ -32,31 +33,15 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections
 from django.utils import timezone
 
-from jobs.backstop import record_jobs
-from jobs.judge import judge_runs
-from jobs.models import AnalysisJob, AnalysisRun, RunEvent, SweeperHeartbeat
+from jobs import durable
+from jobs.models import RunEvent, SweeperHeartbeat
+from jobs.runs import judge_backlog, record_jobs
+from jobs.sql import TRIM_DOC_HTML
 
 logger = logging.getLogger(__name__)
 
 # Rows cleared per trim statement: bounds one statement's TOAST deletes and WAL.
 TRIM_BATCH = 500
-
-_TRIM_SQL = f"""
-UPDATE {AnalysisJob._meta.db_table} SET doc_html = NULL
-WHERE id IN (
-    -- Served by job_trim_idx (doc_html IS NOT NULL AND run_saved_at IS NOT NULL, finished_at).
-    -- SKIP LOCKED: a job a sweeper or a tab is saving right now is trimmed on a later tick.
-    SELECT j.id FROM {AnalysisJob._meta.db_table} j
-    WHERE j.doc_html IS NOT NULL
-      AND j.run_saved_at IS NOT NULL
-      AND j.status IN ('complete', 'failed')
-      AND j.finished_at <= %(cutoff)s
-      AND EXISTS (SELECT 1 FROM {AnalysisRun._meta.db_table} r WHERE r.id = j.run_id)
-    ORDER BY j.finished_at
-    LIMIT %(limit)s
-    FOR NO KEY UPDATE SKIP LOCKED
-)
-"""
 
 
 class Sweeper:
@@ -157,10 +142,7 @@ class Sweeper:
 
     def recover_leases(self) -> int:
         """The engine's lease recovery: expired step leases go back to ready (or fail)."""
-        # Imported here: the engine loads its step kinds on first use, not at our import.
-        from jobs.durable import recover_expired_leases
-
-        recovered = recover_expired_leases()
+        recovered = durable.recover_expired_leases()
         if recovered:
             logger.info("recovered %d expired step leases", recovered)
         return recovered
@@ -226,42 +208,18 @@ class Sweeper:
     def judge_backstop(self, limit: int | None = None) -> int:
         """Judge runs recorded but not judged for their current job; return how many."""
         # Past the grace only: a run just saved is being judged by whoever saved it.
-        cutoff = timezone.now() - timedelta(seconds=self.grace_seconds)
-        run_ids = list(
-            AnalysisRun.objects.unjudged()
-            .filter(saved_at__lte=cutoff)
-            .order_by("saved_at")
-            .values_list("pk", flat=True)[: limit or self.batch]
+        return judge_backlog(
+            grace=timedelta(seconds=self.grace_seconds),
+            limit=limit or self.batch,
+            sweeper_name=self.name,
+            should_stop=self.shutdown.is_set,
         )
-        judgments, failures = judge_runs(run_ids, should_stop=self.shutdown.is_set)
-        for run_id, exc in failures.items():
-            logger.warning("judge backstop: run %s not judged: %s", run_id, exc)
-        judged = []
-        for run_id, judgment in judgments.items():
-            judged.append(
-                RunEvent(
-                    kind=RunEvent.Kind.JUDGED,
-                    job_id=judgment["job_id"],
-                    run_id=run_id,
-                    sweeper=self.name,
-                    details={"score": judgment.get("score"), "source": "judge_backstop"},
-                )
-            )
-            logger.info(
-                "run_judged run=%s job=%s score=%s sweeper=%s",
-                run_id,
-                judgment["job_id"],
-                judgment.get("score"),
-                self.name,
-            )
-        RunEvent.objects.bulk_create(judged)
-        return len(judged)
 
     def trim(self) -> int:
         """Clear job ``doc_html`` past its time to live where the run row exists."""
         cutoff = timezone.now() - timedelta(hours=self.ttl_hours)
         with connection.cursor() as cursor:
-            cursor.execute(_TRIM_SQL, {"cutoff": cutoff, "limit": TRIM_BATCH})
+            cursor.execute(TRIM_DOC_HTML, {"cutoff": cutoff, "limit": TRIM_BATCH})
             trimmed = cursor.rowcount
         if trimmed:
             RunEvent.objects.create(

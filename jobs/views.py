@@ -2,9 +2,12 @@
 
 Pages: the runs list, the upload page, a job's progress page, the report (HTML and JSON) and its
 re-analyse action. API: ``POST /api/analysis-jobs`` (upload), ``GET /api/analysis-jobs/<id>``
-(progress, polled by the tab) and ``POST /api/analysis-runs`` (the tab's save, through the single
-writer ``jobs.persistence.save_run``). A user reaches only their own jobs and runs: anything else
-is a 404, so ids of other users' work are not even confirmed to exist.
+(progress, polled by the tab) and ``POST /api/analysis-runs`` (the tab's save: the single writer,
+then the judge, ``jobs.runs.save_and_judge``). A user reaches only their own jobs and runs:
+anything else is a 404, so ids of other users' work are not even confirmed to exist.
+
+Views only turn requests into calls and results into responses: the queries are QuerySet
+methods of the models, the work is ``jobs.pipeline``'s and ``jobs.runs``'.
 """
 
 from __future__ import annotations
@@ -18,17 +21,26 @@ from uuid import UUID
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Func, IntegerField, Q
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast, Coalesce
 from django.db.utils import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .forms import UploadForm, max_upload_bytes, too_big_message
-from .models import AnalysisJob, AnalysisRun, JobCitation, JobStatus, SweeperHeartbeat, Verdict
+from jobs import analysis
+from jobs.forms import UploadForm, max_upload_bytes, too_big_message
+from jobs.models import (
+    AnalysisJob,
+    AnalysisRun,
+    JobCitation,
+    JobStatus,
+    SavedBy,
+    SweeperHeartbeat,
+    Verdict,
+)
+from jobs.pipeline import requeue, submit_analysis
+from jobs.runs import JobNotFound, SaveRunError, save_and_judge
+from jobs.sql import PING
 
 PROBLEM_VERDICTS = (
     Verdict.MISSING_REFERENCE,
@@ -59,11 +71,6 @@ ANNOTATED_CACHE_MAX_CHARS = 8 * 1024 * 1024
 _ENVELOPE_SLACK = 1024 * 1024
 
 
-class JsonbArrayLength(Func):
-    function = "jsonb_array_length"
-    output_field = IntegerField()
-
-
 def json_error(message: str, status: int = 400) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
@@ -90,8 +97,6 @@ def _declared_size_too_big(request: HttpRequest) -> int | None:
 
 
 def _submit(request: HttpRequest, form: UploadForm) -> AnalysisJob:
-    from .pipeline import submit_analysis
-
     thesis = form.cleaned_data["file"]
     library = form.cleaned_data.get("library")
     return submit_analysis(
@@ -122,12 +127,6 @@ def job_payload(job: AnalysisJob) -> dict:
 # --- Pages --------------------------------------------------------------------------------
 
 
-def _summary_int(key: str) -> Coalesce:
-    return Coalesce(
-        Cast(KeyTextTransform(key, KeyTransform("summary", "report")), IntegerField()), 0
-    )
-
-
 @login_required
 @require_GET
 def runs_list(request: HttpRequest) -> HttpResponse:
@@ -136,32 +135,17 @@ def runs_list(request: HttpRequest) -> HttpResponse:
     The counts come from the report's JSON in SQL, so the list never loads a report payload or
     a (TOASTed) doc_html.
     """
-    problems = _summary_int(PROBLEM_VERDICTS[0])
-    for verdict in PROBLEM_VERDICTS[1:]:
-        problems = problems + _summary_int(verdict)
     runs = (
         AnalysisRun.objects.owned_by(request.user)
         .only("id", "document", "status", "saved_by", "saved_at", "error")
-        .annotate(
-            citation_count=Coalesce(JsonbArrayLength(KeyTransform("citations", "report")), 0),
-            reference_count=Coalesce(JsonbArrayLength(KeyTransform("references", "report")), 0),
-            problem_count=problems,
-            uncited_count=_summary_int("uncited"),
-        )
+        .with_counts(PROBLEM_VERDICTS)
         .order_by("-saved_at")[:200]
     )
     # Work not (yet) in a run: queued or running jobs, and recent failures no run records.
     # A tab closed mid-analysis can be picked up again from here.
     pending = (
         AnalysisJob.objects.owned_by(request.user)
-        .filter(
-            Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING])
-            | Q(
-                status=JobStatus.FAILED,
-                run_saved_at__isnull=True,
-                finished_at__gte=timezone.now() - timedelta(days=1),
-            )
-        )
+        .unsaved_work(failed_within=timedelta(days=1))
         .only(
             "id",
             "filename",
@@ -249,14 +233,12 @@ def _annotated_html(run: AnalysisRun, citations: list[dict]) -> str:
     job, so the pair is a safe key; the cache is the process's own memory, never the database
     (a second stored copy of the body is what this design avoids).
     """
-    from .analysis import annotate_html
-
     if not run.doc_html:
         return ""
     key = f"acurio:annotated:{run.pk}:{run.job_id}"
     html = cache.get(key)
     if html is None:
-        html = annotate_html(run.doc_html, citations)
+        html = analysis.annotate_html(run.doc_html, citations)
         if len(html) <= ANNOTATED_CACHE_MAX_CHARS:
             cache.set(key, html, ANNOTATED_CACHE_SECONDS)
     return html
@@ -337,8 +319,6 @@ def run_report_json(request: HttpRequest, run_id: UUID) -> JsonResponse:
 @require_POST
 def run_reanalyse(request: HttpRequest, run_id: UUID) -> HttpResponse:
     """Queue a new job of the same run from its latest upload; the new report replaces this one."""
-    from .pipeline import requeue
-
     job = (
         AnalysisJob.objects.owned_by(request.user)
         .filter(run_id=run_id)
@@ -401,21 +381,9 @@ def api_job(request: HttpRequest, job_id: int) -> JsonResponse:
     if job is None:
         return json_error("No such analysis job.", status=404)
     payload = job_payload(job)
-    if job.status == JobStatus.QUEUED and _first_step_running(job):
-        # A step's writes show only when it commits, so while the first one (extract) runs
-        # the row still says queued; the engine knows better, for the price of one lookup.
+    if job.status == JobStatus.QUEUED and job.first_step_running():
         payload["progress"]["step"] = "extract"
     return JsonResponse(payload)
-
-
-def _first_step_running(job: AnalysisJob) -> bool:
-    from .durable.models import Step
-
-    if job.workflow_id is None:
-        return False
-    # Served by the (instance_id, key) unique index of the engine's steps.
-    # (Composite steps such as the root sequence are "running" from the start: tasks only.)
-    return Step.objects.filter(instance_id=job.workflow_id, status="running", kind="task").exists()
 
 
 @api_login_required
@@ -424,10 +392,9 @@ def api_save_run(request: HttpRequest) -> JsonResponse:
     """``POST /api/analysis-runs`` ``{"job_id"}``: the tab's save; 201 written, 200 no-op.
 
     The row is built from the job itself by the single writer; the client supplies nothing but
-    the id.
+    the id. New content is judged at once (built-in judge) or very soon (a worker calls the
+    remote one), so the report the tab opens next carries its assessment.
     """
-    from .persistence import JobNotFound, SaveRunError, save_run
-
     try:
         body = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):
@@ -451,17 +418,16 @@ def api_save_run(request: HttpRequest) -> JsonResponse:
             status=409,
         )
     try:
-        result = save_run(job.pk, "client")
+        saved = save_and_judge(
+            AnalysisJob.objects.filter(pk=job.pk), SavedBy.CLIENT, hand_remote_to_worker=True
+        )
     except JobNotFound as exc:
         return json_error(str(exc), status=404)
     except SaveRunError as exc:
         return json_error(str(exc), status=409)
-    if result.action == "write":
-        # New content: judge it now (built-in judge) or very soon (a worker calls the remote
-        # one), so the report the tab opens next carries its assessment.
-        from .pipeline import judge_soon
-
-        judge_soon(result.run_id)
+    if not saved:  # deleted for good since it was read above
+        return json_error("No such analysis job.", status=404)
+    result = saved[0].result
     return JsonResponse(
         {"id": str(result.run_id), "saved_by": result.saved_by, "job_id": result.job_id},
         status=201 if result.action in ("write", "claim") else 200,
@@ -474,7 +440,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     body: dict = {"database": False, "sweeper_last_tick_age": None}
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+            cursor.execute(PING)
         body["database"] = True
         last = (
             SweeperHeartbeat.objects.filter(last_tick_at__isnull=False)
