@@ -1,9 +1,12 @@
 """The first README command, end to end: ``./acurio.sh start`` serves web, worker and sweeper.
 
-The launcher runs against this test's database (``DATABASE_URL`` names it), on a free port.
-Chromium signs in as the demo user the launcher created, uploads a corpus thesis with its
-library, watches the job page, and reads the report the tab saved. Ctrl-C (SIGINT) then stops
-everything: exit code 0.
+The launcher runs as a real process. Against the suite's database (``tests.processes``) on a free
+port: Chromium signs in as the demo user the launcher created, uploads a corpus thesis with its
+library and reads the report; a SIGKILLed worker or sweeper comes back and a job still
+completes; a crash loop is bounded; the web process dying stops everything. On the embedded
+default (``DATABASE_URL`` unset, a throwaway data directory): the launcher prints where the
+server lives, and a second start on the same data directory refuses with one line. Ctrl-C
+(SIGINT) stops everything with exit code 0.
 """
 
 from __future__ import annotations
@@ -11,22 +14,31 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
-from django.conf import settings as django_settings
 
+from acurio.launcher import AlreadyRunning, RestartPolicy, describe_exit, hold_lock, lock_path
 from tests.prerequisites import missing
+from tests.processes import child_env
 from tests.web.conftest import corpus_dir
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
 ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER_SLOW = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+THESIS = (
+    "# A thesis\n\nAs shown before (Smith, 2020), citations matter.\n\n"
+    "## References\n\nSmith, J. (2020). A study of citations. Journal of Tests, 1(2), 3-4.\n"
+)
 
 
 def free_port() -> int:
@@ -35,59 +47,147 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def database_url() -> str:
-    db = django_settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+class Launcher:
+    """``./acurio.sh start`` as a child process, its output collected line by line."""
 
+    def __init__(self, env: dict[str, str]) -> None:
+        self.port = int(env["ACURIO_PORT"])
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self.proc = subprocess.Popen(
+            [str(ROOT / "acurio.sh"), "start"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
 
-def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"./acurio.sh start exited early with {proc.returncode}"
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for_line(self, pattern: str, timeout: float = 60, start: int = 0) -> re.Match:
+        """The first output line from index ``start`` on that matches ``pattern``."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for line in self.lines[start:]:
+                    if found := re.search(pattern, line):
+                        return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no line matching {pattern!r} in:\n{self.output}")
+                self._changed.wait(min(left, 0.5))
+
+    def wait_healthy(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, (
+                f"./acurio.sh start exited early with {self.proc.returncode}:\n{self.output}"
+            )
+            try:
+                with urllib.request.urlopen(f"{self.base}/healthz", timeout=2) as resp:
+                    if json.load(resp).get("database"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"the site did not become healthy in time:\n{self.output}")
+
+    def child(self, name: str) -> psutil.Process:
+        """The launcher's running child ``name`` (web, worker or sweeper)."""
+        marker = {"web": "gunicorn", "worker": "worker", "sweeper": "sweeper"}[name]
+        for proc in psutil.Process(self.proc.pid).children():
+            try:
+                if marker in proc.cmdline() and proc.status() != psutil.STATUS_ZOMBIE:
+                    return proc
+            except psutil.NoSuchProcess:
+                continue
+        raise LookupError(name)
+
+    def wait_for_new_child(self, name: str, old_pid: int, timeout: float = 30) -> psutil.Process:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                proc = self.child(name)
+                if proc.pid != old_pid:
+                    return proc
+            except LookupError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"no new {name} after {old_pid} died:\n{self.output}")
+
+    def stop(self, timeout: float = 60) -> int:
+        """Ctrl-C, and the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float = 60) -> int:
         try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as resp:
-                if json.load(resp).get("database"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("the site did not become healthy in time")
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError(
+                f"./acurio.sh start did not stop in time:\n{self.output}"
+            ) from None
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+
+def gone(procs: list[psutil.Process], timeout: float = 15) -> list[psutil.Process]:
+    """Those of ``procs`` still running after ``timeout`` seconds."""
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    return [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
 
 
 @pytest.fixture
-def started():
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY")}
-    env.update(DATABASE_URL=database_url(), ACURIO_PORT=str(port), ACURIO_HOST="127.0.0.1")
-    proc = subprocess.Popen(
-        [str(ROOT / "acurio.sh"), "start"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(base, proc)
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+def launch():
+    """Start launchers with an environment; each is stopped (Ctrl-C) at the end of the test."""
+    started: list[Launcher] = []
+
+    def start(env: dict[str, str]) -> Launcher:
+        launcher = Launcher(env)
+        started.append(launcher)
+        return launcher
+
+    yield start
+    for launcher in started:
+        if launcher.proc.poll() is None:
+            launcher.stop()
 
 
-def test_start_serves_the_whole_flow_to_the_demo_user(chromium, started):
+def suite_env(**extra: str) -> dict[str, str]:
+    """The launcher's environment on the suite's own database and a free port."""
+    return child_env(ACURIO_PORT=str(free_port()), ACURIO_HOST="127.0.0.1", **extra)
+
+
+# --- The whole flow in a browser ----------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_start_serves_the_whole_flow_to_the_demo_user(chromium, launch):
     from playwright.sync_api import expect
 
     from jobs.models import AnalysisRun
 
-    base, proc = started
+    launcher = launch(suite_env())
+    launcher.wait_healthy()
+    base = launcher.base
     thesis = corpus_dir() / "thesis_1_000.docx"
     if not thesis.exists():
         missing(f"no corpus thesis at {thesis}")
@@ -114,7 +214,233 @@ def test_start_serves_the_whole_flow_to_the_demo_user(chromium, started):
     assert run.owner.username == "demo"
     context.close()
 
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out
-    assert "acurio: stopped" in out
+    assert launcher.stop() == 0, launcher.output
+    assert "acurio: stopped" in launcher.output
+
+
+# --- Crashed children ---------------------------------------------------------------------
+
+
+def wait_complete(job, timeout: float = 90) -> None:
+    from jobs.models import JobStatus
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.status in (JobStatus.COMPLETE, JobStatus.FAILED):
+            break
+        time.sleep(0.3)
+    assert job.status == JobStatus.COMPLETE, (job.status, job.error)
+
+
+@pytest.mark.parametrize("name", ["worker", "sweeper"])
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_child_is_restarted_and_a_job_still_completes(launch, user, name):
+    from jobs.pipeline import submit_analysis
+
+    launcher = launch(suite_env())
+    launcher.wait_healthy()
+    victim = launcher.child(name)
+    others = {n: launcher.child(n).pid for n in ("web", "worker", "sweeper") if n != name}
+    mark = len(launcher.lines)
+    victim.send_signal(signal.SIGKILL)
+
+    launcher.wait_for_line(rf"^acurio: {name} was killed by SIGKILL; restarting it in 1 s$")
+    reborn = launcher.wait_for_new_child(name, victim.pid)
+    assert reborn.is_running()
+    # The others were left alone: same processes, the launcher did not stop.
+    assert {n: launcher.child(n).pid for n in others} == others
+    assert launcher.proc.poll() is None
+    job = submit_analysis(user, "thesis.md", THESIS.encode())
+    wait_complete(job)
+    crash_lines = [line for line in launcher.lines[mark:] if line.startswith("acurio: ")]
+    assert crash_lines == [f"acurio: {name} was killed by SIGKILL; restarting it in 1 s"]
+
+    assert launcher.stop() == 0, launcher.output
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_loop_stops_everything_instead_of_spinning(launch):
+    launcher = launch(suite_env(ACURIO_RESTARTS_PER_MINUTE="2", ACURIO_RESTART_DELAY_SECONDS="0.2"))
+    launcher.wait_healthy()
+    sweeper = launcher.child("sweeper")
+    pid = launcher.child("worker").pid
+    for delay in ("0.2", "0.4"):
+        psutil.Process(pid).send_signal(signal.SIGKILL)
+        launcher.wait_for_line(
+            rf"^acurio: worker was killed by SIGKILL; restarting it in {delay} s$"
+        )
+        pid = launcher.wait_for_new_child("worker", pid).pid
+    everyone = launcher.descendants()
+    psutil.Process(pid).send_signal(signal.SIGKILL)
+
+    assert launcher.wait() == 1, launcher.output
+    launcher.wait_for_line(
+        r"^acurio: worker was killed by SIGKILL, more than 2 crashes within a minute; "
+        r"stopping the rest$"
+    )
+    assert "acurio: stopped" in launcher.output
+    assert not gone(everyone), launcher.output
+    assert not sweeper.is_running()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_web_process_dying_stops_everything(launch):
+    launcher = launch(suite_env())
+    launcher.wait_healthy()
+    everyone = launcher.descendants()
+    launcher.child("web").send_signal(signal.SIGKILL)
+
+    assert launcher.wait() == 1, launcher.output
+    launcher.wait_for_line(r"^acurio: web was killed by SIGKILL; stopping the rest$")
+    assert not [line for line in launcher.lines if line.startswith("acurio: worker")]
+    assert not gone(everyone), launcher.output
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_children_stop_when_the_launcher_is_killed(launch):
+    launcher = launch(suite_env())
+    launcher.wait_healthy()
+    children = [launcher.child(n) for n in ("web", "worker", "sweeper")]
+    os.kill(launcher.proc.pid, signal.SIGKILL)
+    launcher.proc.wait()
+    # Each child got SIGTERM from the kernel (parent-death signal) and drained.
+    assert not gone(children, timeout=30)
+
+
+# --- The embedded default: where it lives, one launcher per data directory ----------------
+
+
+def _postgres_of(pgdata: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "postgres" and str(pgdata) in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture
+def embedded_home():
+    """A throwaway home for an embedded data directory (not pytest's tmp tree: the server runs
+    as another user when the tests run as root, and pytest may make its tree root-only)."""
+    home = Path(tempfile.mkdtemp(prefix="acurio-start-"))
+    try:
+        yield home
+    finally:
+        for proc in _postgres_of(home / "pgdata"):  # only after a failed test
+            proc.terminate()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_embedded_start_prints_its_server_and_a_second_start_refuses(launch, embedded_home):
+    import psycopg
+
+    pgdata = (embedded_home / "pgdata").resolve()
+    env = suite_env(ACURIO_EMBEDDED_PGDATA=str(pgdata))
+    del env["DATABASE_URL"]  # the newcomer's default: the embedded server
+    first = launch(env)
+    first.wait_healthy()
+
+    where = first.wait_for_line(
+        r"^acurio: embedded PostgreSQL: data directory (\S+), socket directory (\S+), "
+        r"port (\d+) \(DATABASE_URL=(\S+)\)$"
+    )
+    data_dir, socket_dir, port, url = where.groups()
+    assert Path(data_dir) == pgdata
+    assert (Path(socket_dir) / f".s.PGSQL.{port}").is_socket()
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        name, directory = conn.execute(
+            "SELECT current_database(), current_setting('data_directory')"
+        ).fetchone()
+    assert (name, Path(directory)) == ("acurio", pgdata)
+    children = {n: first.child(n).pid for n in ("web", "worker", "sweeper")}
+
+    second = subprocess.run(
+        [str(ROOT / "acurio.sh"), "start"],
+        cwd=ROOT,
+        env={**env, "ACURIO_PORT": str(free_port())},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 1
+    assert second.stdout == ""
+    assert second.stderr.strip().splitlines() == [
+        f"acurio: another ./acurio.sh start (pid {first.proc.pid}) is already running on "
+        f"{pgdata}; stop it first (Ctrl-C in its terminal)"
+    ]
+    # The first is untouched: same children, nobody else joined its server.
+    assert {n: first.child(n).pid for n in children} == children
+    assert json.loads((pgdata / ".handle_pids.json").read_text()) == [first.proc.pid]
+    for proc in psutil.process_iter(["cmdline"]):
+        if "manage.py" in " ".join(proc.info["cmdline"] or []):
+            try:
+                if proc.environ().get("ACURIO_EMBEDDED_PGDATA") == str(pgdata):
+                    assert proc.ppid() == first.proc.pid, proc.info["cmdline"]
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+
+    assert first.stop() == 0, first.output
+    time.sleep(1)
+    assert not _postgres_of(pgdata), "the embedded PostgreSQL outlived the launcher"
+
+
+# --- The launcher's parts -----------------------------------------------------------------
+
+
+def test_the_lock_is_exclusive_and_released_with_its_descriptor(tmp_path):
+    pgdata = tmp_path / "pgdata"
+    fd = hold_lock(pgdata)
+    assert lock_path(pgdata).read_text() == f"{os.getpid()}\n"
+    with pytest.raises(AlreadyRunning, match=rf"\(pid {os.getpid()}\) is already running on"):
+        hold_lock(pgdata)
+    os.close(fd)
+    os.close(hold_lock(pgdata))
+
+
+def test_a_killed_launcher_leaves_no_stale_lock(tmp_path):
+    pgdata = tmp_path / "pgdata"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from acurio.launcher import hold_lock;"
+            "hold_lock(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)",
+            str(pgdata),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(AlreadyRunning, match=rf"\(pid {holder.pid}\)"):
+            hold_lock(pgdata)
+    finally:
+        holder.kill()
+        holder.wait()
+    # The lock file is still there, with the dead pid in it, and means nothing.
+    assert lock_path(pgdata).read_text() == f"{holder.pid}\n"
+    os.close(hold_lock(pgdata))
+
+
+def test_restart_delay_doubles_and_gives_up_past_the_bound():
+    policy = RestartPolicy(limit=3, base_delay=1.0, max_delay=3.0, window=60.0)
+    assert [policy.crashed(t) for t in (0.0, 1.0, 2.0)] == [1.0, 2.0, 3.0]
+    assert policy.crashed(3.0) is None  # a fourth crash within a minute
+    # A minute later the old crashes no longer count.
+    calm = RestartPolicy(limit=3, base_delay=1.0)
+    for t in (0.0, 10.0, 20.0):
+        calm.crashed(t)
+    assert calm.crashed(81.0) == 1.0
+
+
+def test_exits_are_described_by_code_or_signal():
+    assert describe_exit(3) == "exited with 3"
+    assert describe_exit(-signal.SIGKILL) == "was killed by SIGKILL"
+    assert describe_exit(-200) == "was killed by signal 200"
