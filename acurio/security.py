@@ -81,9 +81,7 @@ def lockout_response(
     # An unbound form: the generic "wrong password" error would contradict the message.
     context["form"] = form_class(request, initial={"username": username})
     context["lockout_message"] = lockout_message(request, username)
-    response = TemplateResponse(
-        request, template, context, status=settings.AXES_HTTP_RESPONSE_CODE
-    )
+    response = TemplateResponse(request, template, context, status=settings.AXES_HTTP_RESPONSE_CODE)
     return response.render()
 
 

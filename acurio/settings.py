@@ -176,16 +176,34 @@ AXES_CLIENT_IP_CALLABLE = "acurio.security.client_ip"
 AXES_VERBOSE = False  # no start-up banner in every worker's and command's log
 
 # Password reset needs a way to send mail: it is offered (link and pages) only when EMAIL_URL
-# names a backend (smtp://user:pass@host:587, smtp+tls://…, consolemail://); otherwise the
-# link is not shown and the reset pages answer 404.
-if env.str("EMAIL_URL", default=""):
+# names a backend (smtp+tls://user:pass@host:587, smtp://host:25, consolemail:// for
+# development); otherwise the link is not shown and the reset pages answer 404. Mail goes
+# through Django's MAILERS (the EMAIL_* settings are deprecated). Without EMAIL_URL no mailer
+# is defined at all and nothing here sends mail (Django's deploy check would rightly refuse a
+# dummy one).
+ACURIO_PASSWORD_RESET = bool(env.str("EMAIL_URL", default=""))
+if ACURIO_PASSWORD_RESET:
     try:
-        vars().update(env.email_url("EMAIL_URL"))
+        _mail = env.email_url("EMAIL_URL")
     except (ImproperlyConfigured, ValueError, KeyError) as exc:
         _fatal(f"EMAIL_URL is not a valid email URL ({exc})")
-    ACURIO_PASSWORD_RESET = True
-else:
-    ACURIO_PASSWORD_RESET = False
+    _mailer: dict = {"BACKEND": _mail["EMAIL_BACKEND"]}
+    if _mail["EMAIL_BACKEND"].endswith(".smtp.EmailBackend"):
+        if not _mail.get("EMAIL_HOST"):
+            _fatal("EMAIL_URL names no mail server (smtp+tls://user:password@host:587)")
+        _smtp = {
+            "host": _mail["EMAIL_HOST"],
+            "port": _mail.get("EMAIL_PORT"),
+            "username": _mail.get("EMAIL_HOST_USER"),
+            "password": _mail.get("EMAIL_HOST_PASSWORD"),
+            "use_tls": _mail.get("EMAIL_USE_TLS"),
+            "use_ssl": _mail.get("EMAIL_USE_SSL"),
+            "timeout": env.float("EMAIL_TIMEOUT_SECONDS", default=10),
+        }
+        _mailer["OPTIONS"] = {k: v for k, v in _smtp.items() if v not in (None, "")}
+    elif _mail["EMAIL_BACKEND"].endswith(".filebased.EmailBackend"):
+        _mailer["OPTIONS"] = {"file_path": _mail["EMAIL_FILE_PATH"]}
+    MAILERS = {"default": _mailer}
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="acurio@localhost")
 
 # --- I18n / time ----------------------------------------------------------------------
