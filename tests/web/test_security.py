@@ -27,10 +27,8 @@ from django.core import mail
 from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
-from jobs.persistence import save_run
 
 from acurio.security import client_ip
-from jobs.models import AnalysisRun
 from tests.processes import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -431,15 +429,14 @@ def assert_strict(policy: dict[str, list[str]]) -> None:
 
 
 @pytest.mark.django_db
-def test_every_page_carries_the_csp(client, user, staff_user, make_job):
+def test_every_page_carries_the_csp(client, user, staff_user, saved_run):
     assert_strict(csp_of(client.get(reverse("login"))))
     client.force_login(user)
-    job = make_job()
-    run = AnalysisRun.objects.get(pk=save_run(job.pk, "client").run_id)
+    run = saved_run()
     for url in (
         reverse("runs"),
         reverse("upload"),
-        reverse("job_page", args=[job.pk]),
+        reverse("job_page", args=[run.job_id]),
         reverse("run_report", args=[run.pk]),
     ):
         response = client.get(url)
