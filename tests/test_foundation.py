@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``manage.py`` with a configuration the test spells out in full.
+
+    These tests feed deliberately wrong settings (a missing secret, a MySQL URL, a port nothing
+    listens on) and read the one-line error; no database is reached, so the URLs are the input
+    under test rather than the suite's database (children that need that use tests.processes).
+    """
     base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL")}
     return subprocess.run(
         [sys.executable, "manage.py", *args],

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.processes import child_env
 
 from .builders import make_docx
 
@@ -21,9 +22,9 @@ HTML = (
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.setdefault("DEBUG", "1")
-    env.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/acurio_analysis")
+    # The command reads no table, but settings name a database: the suite's (a child without
+    # DATABASE_URL would start or join the embedded server on its own).
+    env = child_env(DEBUG="1")
     return subprocess.run(
         [sys.executable, "manage.py", "analyze", *args],
         cwd=REPO,
