@@ -1,6 +1,12 @@
-# Production image: gunicorn behind your proxy, static files served by whitenoise.
-# DATABASE_URL and SECRET_KEY are required at run time; run the worker and the sweeper as
-# separate containers from the same image (see README, "Operations").
+# Production image: gunicorn behind your TLS-terminating proxy, static files served by whitenoise.
+# Required at run time: DATABASE_URL, SECRET_KEY (at least 50 random characters:
+#   python -c 'import secrets; print(secrets.token_urlsafe(50))'), ALLOWED_HOSTS (the site's name).
+# The site is HTTPS only by default (redirect, HSTS, secure cookies): the proxy must set
+# X-Forwarded-Proto. A proxy that redirects by itself and sets no such header:
+# SECURE_SSL_REDIRECT=0 ACURIO_TRUST_X_FORWARDED_PROTO=0. With one proxy in front, set
+# ACURIO_TRUSTED_PROXIES=1 so sign-in throttling sees client addresses. EMAIL_URL enables
+# password reset. Run the worker and the sweeper as separate containers from the same image
+# (see README, "Operations" and "Security settings in production").
 FROM python:3.13-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -16,7 +22,8 @@ RUN pip install -r requirements.txt
 
 COPY . .
 # Settings need a secret and a database URL to import; neither is used by collectstatic.
-RUN SECRET_KEY=collectstatic-only DATABASE_URL=postgres://build@localhost/build \
+RUN SECRET_KEY=collectstatic-only-not-a-secret-long-enough-for-the-fifty-character-rule \
+    DATABASE_URL=postgres://build@localhost/build \
     python manage.py collectstatic --noinput \
  && useradd --system --uid 10001 --home /app acurio \
  && chown -R acurio /app/staticfiles
