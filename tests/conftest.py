@@ -1,4 +1,8 @@
-"""Shared fixtures: users, clients, job/run factories. Tests run on real PostgreSQL."""
+"""Shared fixtures: users, clients, job factories. Tests run on real PostgreSQL.
+
+Each folder's conftest adds its own fixtures and imports no other conftest; helpers that tests
+import live in plain modules (``tests/processes.py``, ``tests/runs/helpers.py``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,14 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import AnalysisJob, JobStatus
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # The user fixtures hash a password per test; PBKDF2's deliberate slowness (about 1 s per
+    # user on a loaded machine) is not under test anywhere. Autouse fixtures run first, so the
+    # users below are made with MD5.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -10,14 +10,6 @@ from django.utils import timezone
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent, SweeperHeartbeat
 
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The shared user fixtures hash real passwords; PBKDF2's deliberate slowness would be most
-    # of these tests' time. Autouse fixtures run first, so the users below are made with MD5.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 NOW = datetime(2026, 6, 10, 12, 20, tzinfo=UTC)
 
 

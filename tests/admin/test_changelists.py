@@ -10,7 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from jobs.admin import CheapPaginator, workflow_url
+from jobs.admin import workflow_url
+from jobs.admin_tools import CheapPaginator
 from jobs.models import AnalysisJob, AnalysisRun, JobCitation, JobStatus, RunEvent, RunEventKind
 
 pytestmark = pytest.mark.django_db

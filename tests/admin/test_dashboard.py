@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from jobs import dashboard
+from jobs import charts, dashboard
 from jobs.models import AnalysisJob, JobStatus, RunEventKind
 
 pytestmark = pytest.mark.django_db
@@ -367,12 +367,12 @@ def test_hourly_series_over_48_hours(place_job, make_run, event, now):
     ("peak", "axis"), [(0, 1), (1, 1), (3, 5), (7, 10), (11, 20), (250, 500), (1000, 1000)]
 )
 def test_axis_maximum_is_a_round_number(peak, axis):
-    assert dashboard._nice_ceiling(peak) == axis
+    assert charts._nice_ceiling(peak) == axis
 
 
 def test_bar_chart_geometry(now):
     hours = [now.replace(hour=h, minute=0) for h in range(4, 8)]
-    chart = dashboard.bar_chart("t", list(zip(hours, [0, 7, 3, 5], strict=True)), css_class="x")
+    chart = charts.bar_chart("t", list(zip(hours, [0, 7, 3, 5], strict=True)), css_class="x")
     plot_h = chart.plot_bottom - chart.plot_top
     heights = [b["h"] for b in chart.bars]
     assert heights == [
@@ -452,7 +452,7 @@ def test_every_dashboard_query_on_a_big_table_can_be_served_by_an_index(
 
 def test_small_axes_draw_only_whole_number_gridlines(now):
     hours = [now.replace(hour=h, minute=0) for h in range(4, 6)]
-    chart = dashboard.bar_chart("t", list(zip(hours, [1, 0], strict=True)), css_class="x")
+    chart = charts.bar_chart("t", list(zip(hours, [1, 0], strict=True)), css_class="x")
     assert [g["label"] for g in chart.gridlines] == ["0", "1"]
 
 

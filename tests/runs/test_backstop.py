@@ -1,4 +1,4 @@
-"""The run backstop (jobs.backstop.record_jobs): which jobs it records, how, and what it reports."""
+"""The run backstop (jobs.runs.record_jobs): which jobs it records, how, and what it reports."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import time_machine
 from django.db import connection
 from django.utils import timezone
 
-from jobs import judge
-from jobs.backstop import record_jobs
-from jobs.judge import JudgeError
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent
+from jobs.runs import JudgeError, record_jobs
+from jobs.runs import judge as judge_module
+from tests.processes import database_url
 
-from .conftest import run_version, saved, test_database_url
+from .helpers import big_html, run_version, saved
 
 GRACE = 120
 
@@ -143,7 +143,7 @@ def test_judge_failure_leaves_run_recorded_for_the_judge_backstop(make_job, monk
     def broken(run):
         raise JudgeError("judge endpoint failed after 4 attempts: HTTP 503")
 
-    monkeypatch.setattr(judge, "_assess", broken)
+    monkeypatch.setattr(judge_module, "assess", broken)
     job = make_job()
     [result] = record_jobs([job.pk])
     assert result.action == "write"
@@ -153,8 +153,6 @@ def test_judge_failure_leaves_run_recorded_for_the_judge_backstop(make_job, monk
 
 @pytest.mark.django_db
 def test_body_is_never_loaded_into_python(make_job):
-    from .conftest import big_html
-
     job = make_job(doc_html=big_html(300))
     with connection.execute_wrapper(_reject_body_selects):
         record_jobs([job.pk])
@@ -168,12 +166,12 @@ def _reject_body_selects(execute, sql, params, many, context):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_row_locked_by_another_connection_is_skipped(make_job, settings):
+def test_row_locked_by_another_connection_is_skipped(make_job):
     locked, free = make_job(), make_job()
-    other = psycopg.connect(test_database_url(settings))
+    other = psycopg.connect(database_url())
     try:
         other.execute(
-            "SELECT id FROM jobs_analysisjob WHERE id = %s FOR UPDATE", [locked.pk]
+            f"SELECT id FROM {AnalysisJob._meta.db_table} WHERE id = %s FOR UPDATE", [locked.pk]
         )  # an open transaction holds the lock
         results = record_jobs(grace=0)
         assert [r.job_id for r in results] == [free.pk]

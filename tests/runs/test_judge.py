@@ -1,14 +1,16 @@
-"""The judge: the built-in assessment, storing it, and the remote chat-completions judge."""
+"""The judge: the built-in assessment (jobs.analysis.judging), storing it (jobs.runs.judge),
+and the remote chat-completions judge."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobs import judge as judge_module
-from jobs.judge import JudgeError, builtin_judgment, judge_run
+from jobs.analysis.judging import JudgeError, builtin_judgment
 from jobs.models import AnalysisRun, JobStatus
+from jobs.runs import judge as judge_module
+from jobs.runs import judge_run
 
-from .conftest import FakeJudge, saved
+from .helpers import FakeJudge, saved
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus
-from jobs.persistence import save_run
+from jobs.runs import save_run
 
-from .conftest import run_version
+from .helpers import run_version
 
 statuses = st.lists(st.sampled_from([JobStatus.COMPLETE, JobStatus.FAILED]), min_size=1, max_size=4)
 op = st.one_of(

@@ -18,11 +18,11 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from jobs.judge import judge_run
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent, SweeperHeartbeat
+from jobs.runs import judge_run
 from jobs.sweeper import Sweeper
 
-from .conftest import FakeJudge, run_version, saved
+from .helpers import FakeJudge, run_version, saved
 
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 120

@@ -1,4 +1,4 @@
-"""save_run: DESIGN.md's 18-cell precedence table, cell by cell, and what each cell writes.
+"""The single writer, save_run: DESIGN.md's 18-cell precedence table, cell by cell, and what each cell writes.
 
 Rows of the table are what is stored (nothing / client or NULL / worker); columns are the
 incoming write (client or worker; same, newer or older job). Every run here has three jobs,
@@ -13,9 +13,9 @@ import pytest
 from django.db import connection
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus
-from jobs.persistence import JobDeleted, JobNotFound, JobNotTerminal, save_run
+from jobs.runs import JobDeleted, JobNotFound, JobNotTerminal, save_run
 
-from .conftest import big_html, make_legacy, run_version, saved, table_writes
+from .helpers import big_html, make_legacy, run_version, saved, table_writes
 
 pytestmark = pytest.mark.django_db
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.models import AnalysisRun
+from jobs.runs import save_run
 from tests.prerequisites import missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,9 +28,7 @@ def corpus() -> Path:
 
 @pytest.fixture
 def saved_run(make_job):
-    """A complete job saved as a run by the client, through jobs.persistence.save_run."""
-    from jobs.models import AnalysisRun
-    from jobs.persistence import save_run
+    """A complete job saved as a run by the client, through the single writer (save_run)."""
 
     def make(**job_fields) -> AnalysisRun:
         job = make_job(**job_fields)
@@ -36,10 +36,3 @@ def saved_run(make_job):
         return AnalysisRun.objects.get(pk=result.run_id)
 
     return make
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # The shared user fixtures set passwords; the default PBKDF2 costs ~1 s per user on a
-    # loaded machine and tests nothing here.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from jobs.models import AnalysisRun, JobStatus
-from jobs.persistence import save_run
+from jobs.runs import save_run
 
 pytestmark = pytest.mark.django_db
 
@@ -166,12 +166,12 @@ def test_client_write_is_judged_at_once(user_client, make_job):
 
 
 def test_an_unreachable_judge_does_not_fail_the_save(user_client, make_job, monkeypatch):
-    from jobs import judge
+    from jobs.runs import JudgeError, judge
 
-    def down(run_id):
-        raise judge.JudgeError("judge unreachable")
+    def down(run):
+        raise JudgeError("judge unreachable")
 
-    monkeypatch.setattr(judge, "judge_run", down)
+    monkeypatch.setattr(judge, "assess", down)
     job = make_job()
     assert save(user_client, job.pk).status_code == 201
     run = AnalysisRun.objects.get(pk=job.run_id)

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus
-from jobs.persistence import save_run
+from jobs.runs import save_run
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from django.db import connection
 
 from jobs import pipeline
 from jobs.durable import Worker, status
-from jobs.models import AnalysisJob, AnalysisRun, JobCitation, JobStatus
+from jobs.models import AnalysisJob, AnalysisRun, FailureKind, JobCitation, JobStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,7 +163,8 @@ def test_corrupt_upload_fails_the_job_with_the_analysis_message(user, user_clien
     assert job.status == JobStatus.FAILED
     assert job.finished_at is not None
     assert job.error
-    assert not job.error.startswith(pipeline.USER_ERROR_PREFIX)
+    assert job.failure_kind == FailureKind.INPUT
+    assert not job.error.startswith("Unusable upload")  # the engine's wording, not the user's
     assert job.error != pipeline.INTERNAL_ERROR
     assert status(job.workflow_id) == "failed"
     body = user_client.get(f"/api/analysis-jobs/{job.pk}").json()
@@ -190,6 +191,7 @@ def test_unreadable_library_fails_the_job_before_verifying(corpus, user):
     run_worker()
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
+    assert job.failure_kind == FailureKind.INPUT
     assert "library" in job.error.lower()
     assert job.doc_html is None  # the extract step's writes rolled back with it
 
@@ -211,7 +213,7 @@ def test_an_internal_error_after_retries_fails_the_job_with_a_plain_message(
     run_worker()
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
-    assert job.error == pipeline.INTERNAL_ERROR
+    assert (job.error, job.failure_kind) == (pipeline.INTERNAL_ERROR, FailureKind.INTERNAL)
     assert "KeyError" not in job.error
 
 
@@ -222,7 +224,7 @@ def test_cancelled_instance_fails_the_job_with_a_cancel_message(user):
     assert cancel(job.workflow_id)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
-    assert job.error == pipeline.CANCELLED_ERROR
+    assert (job.error, job.failure_kind) == (pipeline.CANCELLED_ERROR, FailureKind.CANCELLED)
 
 
 def test_a_rolled_back_submit_leaves_nothing_behind(user):
@@ -290,23 +292,24 @@ def test_a_lost_worker_out_of_attempts_fails_the_job_via_lease_recovery(user, se
     assert recover_expired_leases(now=timezone.now() + timedelta(hours=1)) == 1
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
-    assert job.error == pipeline.INTERNAL_ERROR
+    assert (job.error, job.failure_kind) == (pipeline.INTERNAL_ERROR, FailureKind.INTERNAL)
     assert job.finished_at is not None
 
 
 def test_the_chunk_that_completes_the_count_hands_over_to_finalize(make_job):
     job = make_job(status=JobStatus.RUNNING, doc_html=None, progress_step="verify")
     AnalysisJob.objects.filter(pk=job.pk).update(progress_done=0, progress_total=10)
-    pipeline.count_verified(job.pk, 4)
-    pipeline.count_verified(job.pk, 4)
+    chunks = AnalysisJob.objects.filter(pk=job.pk)
+    chunks.add_verified(4, next_stage="finalize")
+    chunks.add_verified(4, next_stage="finalize")
     job.refresh_from_db()
     assert (job.progress_step, job.progress_done) == ("verify", 8)
-    pipeline.count_verified(job.pk, 2)
+    chunks.add_verified(2, next_stage="finalize")
     job.refresh_from_db()
     assert (job.progress_step, job.progress_done) == ("finalize", 10)
     # With a resolver configured the lookups come first.
     AnalysisJob.objects.filter(pk=job.pk).update(progress_done=9, progress_step="verify")
-    pipeline.count_verified(job.pk, 1, next_stage="resolve")
+    chunks.add_verified(1, next_stage="resolve")
     job.refresh_from_db()
     assert job.progress_step == "resolve"
 
@@ -314,7 +317,7 @@ def test_the_chunk_that_completes_the_count_hands_over_to_finalize(make_job):
 def test_with_a_remote_judge_the_save_queues_the_judging_for_a_worker(
     make_job, user_client, settings, monkeypatch
 ):
-    from jobs import judge
+    from jobs.runs import judge
 
     settings.ACURIO_JUDGE_URL = "http://127.0.0.1:9/v1"  # never called: judge_run is stubbed
     judged = []
