@@ -10,12 +10,14 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import F, Max, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.functional import cached_property
+from django.utils.text import smart_split, unescape_string_literal
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, SavedBy
 from jobs.sql import FAILED_REASONS, explain_json
@@ -81,9 +83,6 @@ class OwnerSearchMixin:
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
-        from django.contrib.auth import get_user_model
-        from django.utils.text import smart_split, unescape_string_literal
-
         users = get_user_model().objects
         for bit in smart_split(search_term):
             if bit.startswith(('"', "'")) and bit[0] == bit[-1]:
