@@ -41,6 +41,7 @@ class Line:
     column: int = 0
     rel_x: float = 0.0
     high: bool = False
+    region: int = 0  # lines of one flow and size with no paragraph gap between them
 
     @property
     def est_width(self) -> float:
@@ -307,34 +308,106 @@ _REF_START = re.compile(
 )
 
 
-def _joins(a: Line, b: Line, layouts, gaps, col_right: float) -> bool:
+def _gap_breaks(a: Line, b: Line, gaps: dict[float, float]) -> bool:
+    """Whether ``b`` is set apart from ``a`` (same flow) by more than a line's spacing."""
+    gap = a.y - b.y
+    normal = gaps.get(a.size, gap)
+    return gap > normal * 1.2 + 0.5 or gap < -1
+
+
+def _set_regions(lines: list[Line], gaps: dict[float, float]) -> dict[int, str]:
+    """Cut the lines into regions and classify each as 'hanging', 'indent' or 'flat'.
+
+    A region is a run of lines of one size in one flow (page and column) with no paragraph gap:
+    a reference list, or the paragraphs of a page set without space between them. Reading the
+    layout per region rather than per page keeps a hanging reference list apart from the body
+    text printed above it on the same page.
+    """
+    kinds: dict[int, str] = {}
+    group: list[Line] = []
+    region = 0
+
+    def classify() -> None:
+        if not group:
+            return
+        low = min(ln.rel_x for ln in group)
+        high = [low + 2 < ln.rel_x < low + 60 for ln in group]
+        if not any(high):
+            kinds[region] = "flat"
+            return
+        hh = sum(1 for x, y in itertools.pairwise(high) if x and y)
+        ll = sum(1 for x, y in itertools.pairwise(high) if not x and not y)
+        if hh != ll:
+            kinds[region] = "hanging" if hh > ll else "indent"
+        else:
+            # Too few lines to count runs: an entry starts low, a paragraph starts indented.
+            kinds[region] = "indent" if high[0] else "hanging"
+
+    prev: Line | None = None
+    for ln in lines:
+        if prev is not None and (
+            prev.page != ln.page
+            or prev.column != ln.column
+            or abs(prev.size - ln.size) > 0.3
+            or _gap_breaks(prev, ln, gaps)
+        ):
+            classify()
+            group = []
+            region += 1
+        ln.region = region
+        group.append(ln)
+        prev = ln
+    classify()
+    return kinds
+
+
+def _entry_ends(a: Line, b: Line, right: float) -> bool:
+    """Whether a paragraph or entry ends after ``a`` and ``b`` starts the next, by content.
+
+    The cue where the layout gives none (a page break, a list set flush left without gaps):
+    ``a`` ends a sentence or a URL and is short of the right margin, or ``b`` opens like an
+    entry (``[12]``, ``12.``, ``Surname, I.``).
+    """
+    if _URL_START.match(b.text):
+        return False  # a DOI or URL wrapped onto the next line still belongs to its entry
+    url = _URLISH.search(a.text)
+    if url and (
+        a.text[-1] in "-_=?&#~"
+        or (a.text[-1] == "/" and not b.text[:1].isupper() and b.text[:1] != "[")
+    ):
+        return False  # a URL broken inside itself
+    if not (url or _SENTENCE_END.search(a.text)):
+        return False
+    short = a.x1 < right - 0.15 * max(right - a.x0, 1)
+    return bool(short or _REF_START.match(b.text))
+
+
+def _joins(
+    a: Line, b: Line, layouts, kinds: dict[int, str], gaps, rights: dict, col_right: float
+) -> bool:
     """Whether line ``b`` continues the paragraph of line ``a``."""
     if abs(a.size - b.size) > 0.3:
         return False
     same_flow = a.page == b.page and a.column == b.column
     if same_flow:
-        kind = layouts.get((a.page, a.size), "flat")
-        gap = a.y - b.y
-        normal = gaps.get(a.size, gap)
-        if gap > normal * 1.2 + 0.5 or gap < -1:
+        if _gap_breaks(a, b, gaps):
             return False
+        kind = kinds.get(a.region, "flat")
         dx = b.rel_x - a.rel_x
         if kind == "hanging":
             return dx > -2
         if kind == "indent":
             return dx < 2
-        return abs(dx) <= 2
+        if abs(dx) > 2:
+            return False
+        return not _entry_ends(a, b, rights.get((a.page, a.column), col_right))
     # A page or column break: no gap to go by, so use the indents and the line ends.
     kind = layouts.get((b.page, b.size), "flat")
     if kind == "hanging":
         return b.high
     if kind == "indent":
         return not b.high
-    short = a.x1 < col_right - 0.15 * max(col_right - a.x0, 1)
-    if _URL_START.match(b.text):
-        return True  # a DOI or URL wrapped onto the next page still belongs to its entry
-    ended = _SENTENCE_END.search(a.text) or _URLISH.search(a.text)
-    return not (ended and (short or _REF_START.match(b.text)))
+    return not _entry_ends(a, b, col_right)
 
 
 _URL_START = re.compile(r"^(?:https?://|doi:|DOI:?\s|10\.\d{4,9}/)", re.IGNORECASE)
@@ -381,6 +454,14 @@ def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
         key = (ln.page, ln.column)
         col_right[key] = max(col_right.get(key, 0.0), ln.x1)
     doc_right = Counter(round(v) for v in col_right.values()).most_common(1)[0][0]
+    kinds = _set_regions(ordered, gaps)
+    # The right margin per flow, from its longer lines (x1 is an estimate from the glyph count,
+    # so the longest lines overshoot it).
+    ends: dict[tuple[int, int], list[float]] = {}
+    for ln in ordered:
+        if len(ln.text) > 20:
+            ends.setdefault((ln.page, ln.column), []).append(ln.x1)
+    rights = {k: sorted(v)[int(len(v) * 0.75)] for k, v in ends.items() if len(v) >= 3}
 
     paragraphs: list[tuple[str, str]] = []
     buf: list[str] = []
@@ -394,7 +475,7 @@ def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
             buf.clear()
 
     for ln in ordered:
-        if prev is not None and not _joins(prev, ln, layouts, gaps, doc_right):
+        if prev is not None and not _joins(prev, ln, layouts, kinds, gaps, rights, doc_right):
             flush(prev)
         buf.append(ln.text)
         prev = ln
