@@ -34,7 +34,6 @@ from tests.processes import child_env
 from tests.web.conftest import corpus_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCHER_SLOW = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 THESIS = (
     "# A thesis\n\nAs shown before (Smith, 2020), citations matter.\n\n"
     "## References\n\nSmith, J. (2020). A study of citations. Journal of Tests, 1(2), 3-4.\n"
@@ -300,6 +299,7 @@ def test_the_web_process_dying_stops_everything(launch):
     assert not gone(everyone), launcher.output
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux parent-death signal")
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_children_stop_when_the_launcher_is_killed(launch):
