@@ -15,17 +15,27 @@ same transaction as its database writes::
 
 Where things live (read in this order to change the engine):
 
-* ``graph``   — the composition operators and the JSON graph they compile to (stored at start).
-* ``kinds``   — the registry of node kinds: activation, execution, joining. New kinds go here.
+* ``graph``   — every node of the language (``>>``, ``&``, ``|``, ``as_``, ``task``, ``sql``,
+  ``http``, ``fan_out``, ``when``, ``loop``, ``sleep``, the waits) and the JSON graph they
+  compile to (stored at start). Pure Python.
+* ``kinds/``  — what each node kind does when activated, run, told a child finished, or
+  broken out of; ``kinds/__init__`` loads every kind once.
+* ``state``   — the shared state types: ``StepRow``, ``Graph``, and ``Transitions`` (the
+  engine's transaction as the kinds see it).
 * ``engine``  — state transitions inside one transaction (activate, checkpoint, fail, cancel).
+* ``statements`` — every hand-written SQL statement, named, with the index it uses.
 * ``worker``  — claiming (SKIP LOCKED), running, leases and heartbeat, LISTEN/NOTIFY, signals.
-* ``api``     — start/status/result/cancel/explain/instances/current_step/recover_expired_leases.
-* ``models``  — ``Instance`` and ``Step`` (the checkpoints) with their indexes.
-* ``control`` — ``a | b`` (race), ``when``, ``loop`` and ``Break`` (part 2).
-* ``timers``  — ``sleep``, ``wait_for_schedule``, ``wait_for_signal``, ``signal()``, ``waits()``.
-* ``http``    — ``http(url, ...)`` steps and the ``ACURIO_HTTP_ALLOW`` host check.
+* ``api``     — start/status/result/error/cancel/signal/instances.
+* ``inspection`` — explain/current_step/waits.
+* ``recovery`` — recover_expired_leases (the sweeper's part).
+* ``models``  — ``Instance``, ``Step`` (the checkpoints) and ``Signal`` with their indexes.
 * ``permissions`` — the three permissions and who may see or control an instance.
+* ``db``      — prepared statements on Django's connection; ``context`` — the ``ctx`` of a step.
+* ``cli``, ``admin``, ``management/`` — the terminal verbs, the admin pages, the commands.
 * ``testing`` — a no-op workflow for tests and benchmarks.
+
+The package imports nothing from its host project (``jobs`` outside ``jobs.durable``), so it
+could be lifted into a package of its own; ``tests/test_architecture.py`` keeps it so.
 
 Hooks for application code:
 
@@ -46,9 +56,9 @@ import the models before Django's app registry is ready.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from jobs.durable.control import loop, when
 from jobs.durable.errors import (
     Break,
     DefinitionError,
@@ -56,24 +66,35 @@ from jobs.durable.errors import (
     InstanceNotFound,
     PermanentError,
     RetryLater,
+    SignalError,
 )
-from jobs.durable.graph import fan_out, sql, task
-from jobs.durable.http import http
-from jobs.durable.timers import SignalError, signal, sleep, wait_for_schedule, wait_for_signal
+from jobs.durable.graph import (
+    fan_out,
+    http,
+    loop,
+    sleep,
+    sql,
+    task,
+    wait_for_schedule,
+    wait_for_signal,
+    when,
+)
 
+# Names whose modules need the app registry (models): loaded on first use.
 _LAZY = {
     "start": "jobs.durable.api",
     "status": "jobs.durable.api",
     "result": "jobs.durable.api",
     "error": "jobs.durable.api",
     "cancel": "jobs.durable.api",
-    "explain": "jobs.durable.api",
+    "signal": "jobs.durable.api",
     "instances": "jobs.durable.api",
-    "current_step": "jobs.durable.api",
-    "recover_expired_leases": "jobs.durable.api",
+    "explain": "jobs.durable.inspection",
+    "current_step": "jobs.durable.inspection",
+    "waits": "jobs.durable.inspection",
+    "recover_expired_leases": "jobs.durable.recovery",
     "Worker": "jobs.durable.worker",
     "Context": "jobs.durable.context",
-    "waits": "jobs.durable.timers",
     "NotPermitted": "jobs.durable.permissions",
 }
 
@@ -115,8 +136,6 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'jobs.durable' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

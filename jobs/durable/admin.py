@@ -5,7 +5,7 @@ The list filters by status, label and owner and never counts the whole table
 may be large, since no list column needs them. The instance page draws the stored graph as
 nested boxes coloured by each node's state (``explain()``'s data: one query for the instance,
 one for its steps), server-rendered, no JavaScript, and lists the instance's open waits (until
-when, for which signal: ``timers.waits()``, one query).
+when, for which signal: ``inspection.waits()``, one query).
 
 Actions: *cancel* and *signal* (an intermediate page asks for the signal's name and JSON data).
 They need the ``durable.change_instance`` permission (the page itself stays read-only) and act
@@ -26,17 +26,17 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobs.durable.api import cancel, explain
+from jobs.durable.api import cancel, signal
 from jobs.durable.errors import DurableError
-from jobs.durable.graph import iter_spec
+from jobs.durable.graph import NAME_RE, iter_spec
+from jobs.durable.inspection import explain, waits
 from jobs.durable.models import Instance
 from jobs.durable.permissions import can_see
-from jobs.durable.timers import signal, waits
 
 
 class SignalForm(forms.Form):
     name = forms.RegexField(
-        regex=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        regex=NAME_RE,
         max_length=100,
         help_text="the name a wait_for_signal() step waits for",
     )

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.module_loading import import_string
 
-from jobs.durable import api, timers
+from jobs.durable import api, inspection
 from jobs.durable.errors import DurableError
 from jobs.durable.graph import Node
 from jobs.durable.models import InstanceStatus
@@ -118,7 +118,7 @@ def signal(instance_id: str, name: str, *, data: str | None = None, user: Any = 
     payload = parse_json(data, "--data")
     instance = _instance(instance_id, user)
     try:
-        taken = timers.signal(instance.pk, name, payload)
+        taken = api.signal(instance.pk, name, payload)
     except DurableError as exc:
         raise CliError(str(exc)) from None
     if taken:
@@ -128,8 +128,8 @@ def signal(instance_id: str, name: str, *, data: str | None = None, user: Any = 
 
 def explain(instance_id: str, *, user: Any = None, as_json: bool = False) -> str:
     instance = _instance(instance_id, user)
-    data = api.explain(instance.pk)
-    open_waits = timers.waits(instance.pk)
+    data = inspection.explain(instance.pk)
+    open_waits = inspection.waits(instance.pk)
     if as_json:
         data["waits"] = open_waits
         return _dumps(data)

@@ -9,6 +9,8 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 
+from jobs.durable import statements
+from jobs.durable.db import decode_json
 from jobs.durable.errors import PermanentError
 
 _MISSING = object()
@@ -56,25 +58,16 @@ class Context:
             return self._cache[name]
         with connection.cursor() as cursor:
             # Served by the durable_step_named index; the latest wins (loops repeat names).
-            cursor.execute(
-                "SELECT output FROM durable_step WHERE instance_id = %s AND name = %s"
-                " AND status = 'completed' ORDER BY finished_at DESC, id DESC LIMIT 1",
-                [self.instance_id, name],
-            )
+            cursor.execute(statements.NAMED_OUTPUT, [self.instance_id, name])
             row = cursor.fetchone()
         if row is None:
             return default
-        value = _decode(row[0])
+        value = decode_json(row[0])
         self._cache[name] = value
         return value
 
     def __repr__(self) -> str:
         return f"<Context instance={self.instance_id} chunk_index={self.chunk_index}>"
-
-
-def _decode(raw: Any) -> Any:
-    # Raw cursors hand jsonb back as text or already decoded, depending on the adapter setup.
-    return json.loads(raw) if isinstance(raw, str) else raw
 
 
 def to_json(value: Any) -> str:

@@ -4,19 +4,19 @@ Everything that changes an instance or its steps happens here, in SQL on Django'
 connection, so that it joins whatever transaction is open: ``start()`` joins the caller's,
 a step's checkpoint joins the transaction its task wrote in (exactly once).
 
-The pieces:
-
-* :class:`Graph` — an instance's stored graph, indexed by node id (immutable, so cached).
-* :class:`StepRow` — the columns of a step the engine needs in memory.
+* :func:`load_graph` — an instance's stored graph (:class:`~jobs.durable.state.Graph`),
+  cached, since it never changes after start().
 * :class:`Txn` — the transitions of one transaction: create a node's step (``activate``),
   complete a step and tell its parent (``complete`` → the parent kind's ``child_done``), fail
   a step or an instance (cancelling every unfinished step and calling the ``on_failure`` hook),
-  and one ``NOTIFY durable_ready`` at the end when it made a step ready.
-* What each node kind does on activation and when a child finishes lives in
+  and one ``NOTIFY`` at the end when it made a step ready. It is what the node kinds see as
+  :class:`~jobs.durable.state.Transitions`.
+* What each node kind does on activation, when a child finishes and on ``Break`` lives in
   :mod:`jobs.durable.kinds`; this module knows no kind by name.
 
-Hot statements are hand-written SQL (a worker runs them for every step); the rare ones use the
-ORM. Times come from the Python clock (``timezone.now``) so tests control them with time-machine.
+The statements are named in :mod:`jobs.durable.statements`; the hot ones (a worker sends them
+for every step) are prepared. Times come from the Python clock (``timezone.now``) so tests
+control them with time-machine.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import logging
 import random
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,90 +34,20 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from jobs.durable import statements
 from jobs.durable.context import to_json
-from jobs.durable.errors import Break, DurableError
-from jobs.durable.graph import iter_spec
-from jobs.durable.db import execute_prepared
+from jobs.durable.db import decode_json, execute_prepared
+from jobs.durable.errors import Break, DurableError, Fenced, PermanentError
+from jobs.durable.kinds import get_kind
+from jobs.durable.state import Graph, StepRow
 
 logger = logging.getLogger("jobs.durable")
 
-NOTIFY_CHANNEL = "durable_ready"
-STEP_COLUMNS = (
-    "id, instance_id, parent_id, key, node_id, kind, name, status, attempts, max_attempts,"
-    " chunk_index, chunk"
-)
 UNFINISHED_INSTANCE = ("pending", "running")
 # Kinds a worker may chain into (run right after the step whose checkpoint created them).
 CHAINABLE = frozenset({"task", "sql"})
 DEFAULT_BACKOFF = 1.0  # seconds before the first retry; doubles per attempt
 DEFAULT_BACKOFF_CAP = 300.0  # no retry waits longer than this
-
-
-# A leaf step's checkpoint that also completes its parent, the root step, and the instance
-# (Txn.checkpoint): the parent and the instance only if the fenced leaf UPDATE found its row.
-_FINISH_SQL = (
-    "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
-    " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
-    " WHERE id = %s AND status = 'running' AND attempts = %s RETURNING parent_id),"
-    " root AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
-    " finished_at = %s WHERE id = (SELECT parent_id FROM done) AND status = 'running'"
-    " RETURNING id),"
-    " finished AS (UPDATE durable_instance SET status = 'completed', result = %s::jsonb,"
-    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
-    " AND EXISTS (SELECT 1 FROM root) RETURNING id)"
-    " SELECT 1 FROM done"
-)
-
-
-# A leaf step's checkpoint that also activates the next step of its parent sequence (the
-# parent kind's ``follows``), inserted ready or already claimed by this worker (chaining): one
-# round trip per step of a sequence. The insert happens only if the fenced UPDATE found the
-# step and the parent step is still running as the expected node; the caller tells apart
-# "fenced" (no ``done`` row) and "nothing inserted" (then it takes the general path).
-_CHECKPOINT_NEXT_SQL = (
-    "WITH done AS (UPDATE durable_step SET status = 'completed', output = %(output)s::jsonb,"
-    " finished_at = %(now)s, lease_owner = '', lease_expires_at = NULL, error = ''"
-    " WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s"
-    " RETURNING parent_id),"
-    " nxt AS (INSERT INTO durable_step (instance_id, parent_id, key, node_id, kind, name,"
-    " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
-    " chunk_index, chunk, error, created_at, started_at)"
-    " SELECT p.instance_id, p.id, p.key || %(suffix)s, %(node_id)s, %(kind)s, %(name)s,"
-    " %(status)s, %(new_attempts)s, %(max_attempts)s, %(run_at)s, %(owner)s, %(expires)s, 0,"
-    " NULL, NULL, '', %(now)s, %(started)s"
-    " FROM durable_step AS p WHERE p.id = (SELECT parent_id FROM done)"
-    " AND p.status = 'running' AND p.node_id = %(parent_node)s"
-    " RETURNING id, key)"
-    " SELECT EXISTS (SELECT 1 FROM done), (SELECT id FROM nxt), (SELECT key FROM nxt)"
-)
-
-
-class Fenced(DurableError):
-    """The step's claim is no longer ours (lease recovered, instance cancelled): roll back."""
-
-
-@dataclass(frozen=True)
-class Graph:
-    """An instance's stored graph with the lookups the engine needs."""
-
-    instance_id: uuid.UUID
-    spec: dict[str, Any]
-    input: Any
-    on_failure: str
-    nodes: dict[int, dict[str, Any]]
-    # node id -> the composite node it is a child of (the root has none)
-    parents: dict[int, dict[str, Any]]
-
-    @classmethod
-    def build(
-        cls, instance_id: uuid.UUID, spec: dict[str, Any], input: Any, on_failure: str
-    ) -> Graph:
-        nodes = {node["id"]: node for node in iter_spec(spec)}
-        parents = {
-            child["id"]: node for node in nodes.values() for child in node.get("children", ())
-        }
-        return cls(instance_id, spec, input, on_failure, nodes, parents)
-
 
 _graphs: OrderedDict[uuid.UUID, Graph] = OrderedDict()
 _GRAPH_CACHE_SIZE = 512
@@ -131,9 +60,7 @@ def load_graph(instance_id: uuid.UUID) -> Graph:
         _graphs.move_to_end(instance_id)
         return graph
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT graph, input, on_failure FROM durable_instance WHERE id = %s", [instance_id]
-        )
+        cursor.execute(statements.LOAD_GRAPH, [instance_id])
         row = cursor.fetchone()
     if row is None:
         raise DurableError(f"workflow instance {instance_id} does not exist")
@@ -146,50 +73,20 @@ def cache_graph(instance_id: uuid.UUID, spec: Any, input: Any, on_failure: str) 
     if graph is not None:
         _graphs.move_to_end(instance_id)
         return graph
-    graph = Graph.build(instance_id, _decode(spec), _decode(input), on_failure)
+    graph = Graph.build(instance_id, decode_json(spec), decode_json(input), on_failure)
     _graphs[instance_id] = graph
     if len(_graphs) > _GRAPH_CACHE_SIZE:
         _graphs.popitem(last=False)
     return graph
 
 
-def _decode(raw: Any) -> Any:
-    return json.loads(raw) if isinstance(raw, str) else raw
-
-
-@dataclass
-class StepRow:
-    """One step as the engine handles it in memory (see ``STEP_COLUMNS``)."""
-
-    id: int
-    instance_id: uuid.UUID
-    parent_id: int | None
-    key: str
-    node_id: int
-    kind: str
-    name: str
-    status: str
-    attempts: int
-    max_attempts: int
-    chunk_index: int | None
-    chunk: Any
-
-    @classmethod
-    def from_row(cls, row: tuple) -> StepRow:
-        values = list(row[:12])
-        values[11] = _decode(values[11])
-        return cls(*values)
+def clear_graph_cache() -> None:
+    """Forget every cached graph (benchmarks that truncate the tables between runs)."""
+    _graphs.clear()
 
 
 def _max_attempts(node: dict[str, Any]) -> int:
     return int(node.get("opts", {}).get("max_attempts", settings.ACURIO_MAX_ATTEMPTS))
-
-
-def node_label(node: dict[str, Any]) -> str:
-    """How explain(), errors and the admin name a node."""
-    from jobs.durable.kinds import get_kind
-
-    return get_kind(node["kind"]).describe(node)
 
 
 def backoff_delay(attempt: int, opts: dict[str, Any]) -> float:
@@ -229,6 +126,8 @@ class Txn:
         self.chain_owner = chain_owner
         self.lease_seconds = lease_seconds
         self.chained: StepRow | None = None
+        # Scratch space for the node kinds, for this transaction only.
+        self.memo: dict[str, Any] = {}
 
     # --- creating steps -------------------------------------------------------------------
     def activate(
@@ -240,8 +139,6 @@ class Txn:
         chunk: Any = None,
     ) -> StepRow | None:
         """Start a node: its kind creates its step row (and, for composites, its children)."""
-        from jobs.durable.kinds import get_kind
-
         return get_kind(node["kind"]).activate(
             self, node, parent, chunk_index=chunk_index, chunk=chunk
         )
@@ -264,11 +161,7 @@ class Txn:
             node, status, run_at
         )
         step_id = execute_prepared(
-            "INSERT INTO durable_step (instance_id, parent_id, key, node_id, kind, name,"
-            " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
-            " chunk_index, chunk, error, created_at, started_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, '', %s, %s)"
-            " RETURNING id",
+            statements.INSERT_STEP,
             [
                 self.graph.instance_id,
                 parent.id if parent else None,
@@ -346,18 +239,14 @@ class Txn:
             for index, chunk in chunks
         ]
         with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO durable_step (instance_id, parent_id, key, node_id, kind, name,"
-                " status, attempts, max_attempts, run_at, lease_owner, remaining, chunk_index,"
-                " chunk, error, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 'ready', 0, %s, %s, '', 0, %s, %s::jsonb, '', %s)",
-                rows,
-            )
+            cursor.executemany(statements.INSERT_READY_CHILD, rows)
         if rows:
             self.notify = True
 
     @staticmethod
     def child_key(node: dict[str, Any], parent: StepRow | None, chunk_index: int | None) -> str:
+        """The ``(instance, key)`` of a node's step: the parent's key, then the node id, then
+        ``[i]`` for fan-out chunk or loop iteration ``i``."""
         key = str(node["id"]) if parent is None else f"{parent.key}/{node['id']}"
         return key if chunk_index is None else f"{key}[{chunk_index}]"
 
@@ -365,28 +254,27 @@ class Txn:
     def named(self, name: str) -> tuple[bool, Any]:
         """``(found, value)`` of the latest completed step named ``name``."""
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT output FROM durable_step WHERE instance_id = %s AND name = %s"
-                " AND status = 'completed' ORDER BY finished_at DESC, id DESC LIMIT 1",
-                [self.graph.instance_id, name],
-            )
+            cursor.execute(statements.NAMED_OUTPUT, [self.graph.instance_id, name])
             row = cursor.fetchone()
-        return (False, None) if row is None else (True, _decode(row[0]))
+        return (False, None) if row is None else (True, decode_json(row[0]))
 
     def children_outputs(self, parent: StepRow) -> list[Any]:
         """Outputs of a step's children: fan-out chunks in order, join branches in node order."""
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT output FROM durable_step WHERE parent_id = %s"
-                " ORDER BY chunk_index NULLS FIRST, node_id",
-                [parent.id],
-            )
-            return [_decode(row[0]) for row in cursor.fetchall()]
+            cursor.execute(statements.CHILDREN_OUTPUTS, [parent.id])
+            return [decode_json(row[0]) for row in cursor.fetchall()]
 
     def load_step(self, step_id: int) -> StepRow:
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {STEP_COLUMNS} FROM durable_step WHERE id = %s", [step_id])
+            cursor.execute(statements.LOAD_STEP, [step_id])
             return StepRow.from_row(cursor.fetchone())
+
+    def is_running(self, step: StepRow) -> bool:
+        """Whether the step is still running (read again: it may have finished since)."""
+        with connection.cursor() as cursor:
+            cursor.execute(statements.STEP_STATUS, [step.id])
+            row = cursor.fetchone()
+        return row is not None and row[0] == "running"
 
     def decrement(self, parent: StepRow) -> int | None:
         """One child of a join finished: the children still running, or None if it stopped.
@@ -395,13 +283,14 @@ class Txn:
         and exactly one of them sees zero.
         """
         with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE durable_step SET remaining = remaining - 1"
-                " WHERE id = %s AND status = 'running' RETURNING remaining",
-                [parent.id],
-            )
+            cursor.execute(statements.DECREMENT, [parent.id])
             row = cursor.fetchone()
         return None if row is None else row[0]
+
+    def set_remaining(self, step: StepRow, remaining: int) -> None:
+        """Set a composite step's counter (a loop counts the iterations it started)."""
+        with connection.cursor() as cursor:
+            cursor.execute(statements.SET_REMAINING, [remaining, step.id])
 
     # --- finishing ------------------------------------------------------------------------
     def checkpoint(self, step: StepRow, output: Any) -> None:
@@ -412,12 +301,8 @@ class Txn:
         caller must roll back, so the task's writes vanish with it.
         """
         if isinstance(output, Break):
-            from jobs.durable.control import break_loop
-
-            break_loop(self, step, output)
+            self.break_out(step, output.value)
             return
-        from jobs.durable.kinds import get_kind
-
         parent_node = self.graph.parents.get(step.node_id)
         if step.parent_id is not None and step.chunk_index is None and parent_node is not None:
             parent_kind = get_kind(parent_node["kind"])
@@ -430,7 +315,7 @@ class Txn:
                 result, now = to_json(output), self.now
                 params = [result, now, step.id, step.attempts, result, now, result, now]
                 params.append(step.instance_id)
-                if not execute_prepared(_FINISH_SQL, params):
+                if not execute_prepared(statements.CHECKPOINT_LAST, params):
                     raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
                 return
             follower = parent_kind.follows(parent_node, step.node_id)
@@ -439,12 +324,7 @@ class Txn:
                 return
         # One round trip: the fenced UPDATE, and the parent row the graph advances through.
         rows = execute_prepared(
-            "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
-            " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
-            " WHERE id = %s AND status = 'running' AND attempts = %s RETURNING parent_id)"
-            f" SELECT {', '.join('p.' + c.strip() for c in STEP_COLUMNS.split(','))}"
-            " FROM done LEFT JOIN durable_step AS p ON p.id = done.parent_id",
-            [to_json(output), self.now, step.id, step.attempts],
+            statements.CHECKPOINT, [to_json(output), self.now, step.id, step.attempts]
         )
         if not rows:
             raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
@@ -455,11 +335,11 @@ class Txn:
         self, step: StepRow, output: Any, parent_node: dict[str, Any], node: dict[str, Any]
     ) -> None:
         """Checkpoint ``step`` and activate ``node``, the task/sql step its parent sequence
-        runs next, in one statement (``_CHECKPOINT_NEXT_SQL``); what ``complete`` →
+        runs next, in one statement (``CHECKPOINT_AND_INSERT_NEXT``); what ``complete`` →
         ``child_done`` → ``activate`` would do, in one round trip."""
         status, attempts, owner, expires, due = self._claim_on_insert(node, "ready", self.now)
         rows = execute_prepared(
-            _CHECKPOINT_NEXT_SQL,
+            statements.CHECKPOINT_AND_INSERT_NEXT,
             {
                 "output": to_json(output),
                 "now": self.now,
@@ -515,19 +395,11 @@ class Txn:
         result = to_json(output)
         if step.parent_id is None:
             execute_prepared(
-                "WITH done AS (UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
-                " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id)"
-                " UPDATE durable_instance SET status = 'completed', result = %s::jsonb,"
-                " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
-                " AND EXISTS (SELECT 1 FROM done)",
+                statements.COMPLETE_ROOT,
                 [result, self.now, step.id, result, self.now, step.instance_id],
             )
             return
-        if not execute_prepared(
-            "UPDATE durable_step SET status = 'completed', output = %s::jsonb,"
-            " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id",
-            [result, self.now, step.id],
-        ):
+        if not execute_prepared(statements.COMPLETE_STEP, [result, self.now, step.id]):
             return  # cancelled meanwhile: nothing more to advance
         self.advance(step, output)
 
@@ -539,13 +411,9 @@ class Txn:
         if step.parent_id is None:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "UPDATE durable_instance SET status = 'completed', result = %s::jsonb,"
-                    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')",
-                    [to_json(output), self.now, step.instance_id],
+                    statements.COMPLETE_INSTANCE, [to_json(output), self.now, step.instance_id]
                 )
             return
-        from jobs.durable.kinds import get_kind
-
         if parent is None:
             parent = self.load_step(step.parent_id)
         if parent.status != "running":
@@ -556,15 +424,12 @@ class Txn:
     def fail_step(self, step: StepRow, error: str, *, fenced: bool = True) -> bool:
         """Mark a step failed and fail its instance with ``error``. False if fenced off."""
         with connection.cursor() as cursor:
-            sql = (
-                "UPDATE durable_step SET status = 'failed', error = %s, finished_at = %s,"
-                " lease_owner = '', lease_expires_at = NULL WHERE id = %s AND status = %s"
-            )
-            params: list[Any] = [error, self.now, step.id, "running"]
             if fenced:
-                sql += " AND attempts = %s"
-                params.append(step.attempts)
-            cursor.execute(sql, params)
+                cursor.execute(
+                    statements.FAIL_STEP_FENCED, [error, self.now, step.id, step.attempts]
+                )
+            else:
+                cursor.execute(statements.FAIL_STEP, [error, self.now, step.id])
             if cursor.rowcount != 1:
                 return False
         self.finish_instance("failed", error)
@@ -574,12 +439,7 @@ class Txn:
         """Put a claimed step back to ready after ``delay`` seconds. False if fenced off."""
         run_at = self.now + timedelta(seconds=delay)
         with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE durable_step SET status = 'ready', error = %s, run_at = %s,"
-                " lease_owner = '', lease_expires_at = NULL"
-                " WHERE id = %s AND status = 'running' AND attempts = %s",
-                [error, run_at, step.id, step.attempts],
-            )
+            cursor.execute(statements.RETRY_STEP, [error, run_at, step.id, step.attempts])
             if cursor.rowcount != 1:
                 return False
         if delay <= 0:
@@ -594,17 +454,47 @@ class Txn:
         rising because it is the claim token. False if fenced off.
         """
         with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE durable_step SET status = 'ready', run_at = %s, error = %s,"
-                " max_attempts = max_attempts + 1, lease_owner = '', lease_expires_at = NULL"
-                " WHERE id = %s AND status = 'running' AND attempts = %s",
-                [run_at, note, step.id, step.attempts],
-            )
+            cursor.execute(statements.RESCHEDULE_STEP, [run_at, note, step.id, step.attempts])
             if cursor.rowcount != 1:
                 return False
         if run_at is not None and run_at <= self.now:
             self.notify = True
         return True
+
+    def cancel_below(self, step: StepRow) -> int:
+        """Cancel every unfinished step below ``step`` (a race's losers, a broken loop's
+        body); their workers' checkpoints are fenced off. Returns how many."""
+        with connection.cursor() as cursor:
+            cursor.execute(statements.CANCEL_BELOW, [self.now, step.instance_id, step.key + "/%"])
+            return cursor.rowcount
+
+    def delete_below(self, step: StepRow, key: str) -> None:
+        """Delete the step ``key`` (below ``step``) with its whole subtree, in one statement
+        (the rows' foreign keys are checked at commit)."""
+        with connection.cursor() as cursor:
+            cursor.execute(statements.DELETE_SUBTREE, [step.instance_id, key, key + "/%"])
+
+    def break_out(self, step: StepRow, value: Any) -> None:
+        """A claimed task raised ``Break(value)``: checkpoint it with ``value`` and let the
+        nearest ancestor whose kind takes the break (a loop) end there.
+
+        Raises Fenced (roll back) when the claim was lost, PermanentError when no ancestor
+        takes it.
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(
+                statements.CHECKPOINT_BREAK, [to_json(value), self.now, step.id, step.attempts]
+            )
+            if cursor.rowcount != 1:
+                raise Fenced(f"step {step.id} attempt {step.attempts} lost its claim")
+        ancestor_id = step.parent_id
+        while ancestor_id is not None:
+            ancestor = self.load_step(ancestor_id)
+            node = self.graph.nodes[ancestor.node_id]
+            if get_kind(node["kind"]).take_break(self, node, ancestor, value):
+                return
+            ancestor_id = ancestor.parent_id
+        raise PermanentError("Break was raised by a step that is not inside a loop()")
 
     def finish_instance(self, status: str, error: str) -> bool:
         """Fail or cancel the instance: every unfinished step is cancelled, the hook is called.
@@ -614,20 +504,13 @@ class Txn:
         """
         with connection.cursor() as cursor:
             cursor.execute(
-                "UPDATE durable_instance SET status = %s, error = %s, finished_at = %s"
-                " WHERE id = %s AND status IN ('pending', 'running')",
-                [status, error, self.now, self.graph.instance_id],
+                statements.FINISH_INSTANCE, [status, error, self.now, self.graph.instance_id]
             )
             if cursor.rowcount != 1:
                 return False
             # A running step's worker is fenced off by this: its checkpoint finds no
             # 'running' row and rolls back; ready steps are never claimed.
-            cursor.execute(
-                "UPDATE durable_step SET status = 'cancelled', finished_at = %s,"
-                " lease_owner = '', lease_expires_at = NULL"
-                " WHERE instance_id = %s AND status IN ('ready', 'running')",
-                [self.now, self.graph.instance_id],
-            )
+            cursor.execute(statements.CANCEL_INSTANCE_STEPS, [self.now, self.graph.instance_id])
         if self.graph.on_failure:
             self.call_on_failure(error)
         return True
@@ -645,7 +528,7 @@ class Txn:
             logger.exception("on_failure hook %s failed", self.graph.on_failure)
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "UPDATE durable_instance SET error = error || %s WHERE id = %s",
+                    statements.APPEND_INSTANCE_ERROR,
                     [f" (on_failure hook failed: {exc})", self.graph.instance_id],
                 )
 
@@ -653,5 +536,5 @@ class Txn:
         """Wake idle workers, once per transaction; delivered at commit, dropped on rollback."""
         if self.notify:
             with connection.cursor() as cursor:
-                cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+                cursor.execute(statements.NOTIFY)
             self.notify = False

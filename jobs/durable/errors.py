@@ -15,6 +15,14 @@ class InstanceNotFound(DurableError, LookupError):
     """No workflow instance has this id."""
 
 
+class SignalError(DurableError):
+    """A signal that cannot be delivered (finished instance, no such wait, bad data)."""
+
+
+class Fenced(DurableError):
+    """A step's claim is no longer ours (lease recovered, instance cancelled): roll back."""
+
+
 class PermanentError(DurableError):
     """Raised by a step for an error that no retry can fix (bad input).
 

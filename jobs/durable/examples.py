@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.durable.control import loop, when
-from jobs.durable.graph import fan_out, sql, task
-from jobs.durable.http import http
-from jobs.durable.timers import wait_for_signal
+from jobs.durable.graph import fan_out, http, loop, sql, task, wait_for_signal, when
 
 DOCUMENTS_DDL = """
 CREATE TABLE IF NOT EXISTS documents (

@@ -18,9 +18,14 @@ Spec shape, one dict per node (numbered ``id`` in pre-order, unique within the g
     {"id": 3, "kind": "task", "name": "x", "path": "pkg.mod.fn", "opts": {...}}
     {"id": 4, "kind": "sql", "name": "", "query": "UPDATE ...", "opts": {...}}
 
-Adding a node kind (issue 5: race, when, loop, http, sleep, waits) takes two pieces: a Node
-subclass here whose ``spec()`` emits the new ``kind`` (plus an operator or a constructor
-function), and a runtime class registered in :mod:`jobs.durable.kinds` under the same name.
+Every node of the language lives here: the operators (``>>``, ``&``, ``|``, ``as_``), the
+steps (``task``, ``sql``, ``http``), ``fan_out``, control flow (``when``, ``loop``) and the
+waits (``sleep``, ``wait_for_schedule``, ``wait_for_signal``). This module is pure Python: it
+imports nothing of Django, so workflows can be defined at import time anywhere.
+
+Adding a node kind takes two pieces: a Node subclass here whose ``spec()`` emits the new
+``kind`` (plus an operator or a constructor function), and a runtime class registered in the
+:mod:`jobs.durable.kinds` package under the same name.
 """
 
 from __future__ import annotations
@@ -29,13 +34,20 @@ import copy
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
+
+from croniter import croniter
 
 from jobs.durable.errors import DefinitionError
 
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+# A named result bound into a SQL statement or an HTTP URL: %(name)s.
+PARAM_RE = re.compile(r"%\((\w+)\)s")
+# Names a SQL step, a URL placeholder or body_from may use besides named results.
+BUILTIN_NAMES = ("input", "chunk", "chunk_index", "instance_id")
 # Step options every leaf accepts; validated here so a typo fails where the workflow is written.
-_STEP_OPTIONS = ("max_attempts", "timeout", "backoff", "backoff_cap")
+STEP_OPTIONS = ("max_attempts", "timeout", "backoff", "backoff_cap")
 
 
 class Node:
@@ -46,7 +58,7 @@ class Node:
 
     def as_(self, name: str) -> Node:
         """Name this node's result, so later steps read it as ``ctx[name]`` / ``%(name)s``."""
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.match(name):
             raise DefinitionError(f"result name {name!r} must be a Python identifier")
         if name in ("input",):
             raise DefinitionError(f"result name {name!r} is reserved")
@@ -55,16 +67,13 @@ class Node:
         return clone
 
     def __rshift__(self, other: Node) -> Node:
-        return Seq(*_flatten(Seq, self), *_flatten(Seq, _check_node(other)))
+        return Seq(*_flatten(Seq, self), *_flatten(Seq, check_node(other)))
 
     def __and__(self, other: Node) -> Node:
-        return All(*_flatten(All, self), *_flatten(All, _check_node(other)))
+        return All(*_flatten(All, self), *_flatten(All, check_node(other)))
 
     def __or__(self, other: Node) -> Node:
-        # The race node lives with the other control-flow kinds (jobs.durable.control).
-        from jobs.durable.control import Race
-
-        return Race(*_flatten(Race, self), *_flatten(Race, _check_node(other)))
+        return Race(*_flatten(Race, self), *_flatten(Race, check_node(other)))
 
     def spec(self) -> dict[str, Any]:
         """This node as JSON (without ids: ``compile_graph`` numbers the whole tree)."""
@@ -78,7 +87,8 @@ class Node:
         return f"<{type(self).__name__}{suffix}>"
 
 
-def _check_node(value: object) -> Node:
+def check_node(value: object) -> Node:
+    """``value`` if it is a workflow node, else a DefinitionError."""
     if not isinstance(value, Node):
         raise DefinitionError(f"cannot compose a workflow node with {value!r}")
     return value
@@ -92,11 +102,12 @@ def _flatten(cls: type[Node], node: Node) -> list[Node]:
     return [node]
 
 
-def _step_options(options: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(_STEP_OPTIONS))
+def step_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The retry and timeout options of a leaf, checked; unset (None) ones left out."""
+    unknown = sorted(set(options) - set(STEP_OPTIONS))
     if unknown:
         raise DefinitionError(
-            f"unknown step option(s) {', '.join(unknown)}; allowed: {', '.join(_STEP_OPTIONS)}"
+            f"unknown step option(s) {', '.join(unknown)}; allowed: {', '.join(STEP_OPTIONS)}"
         )
     opts = {k: v for k, v in options.items() if v is not None}
     if "max_attempts" in opts and (
@@ -115,10 +126,10 @@ class Task(Node):
     kind = "task"
 
     def __init__(self, path: str, **options: Any) -> None:
-        if not isinstance(path, str) or not _PATH_RE.match(path):
+        if not isinstance(path, str) or not PATH_RE.match(path):
             raise DefinitionError(f"task path {path!r} must be a dotted path like 'pkg.module.fn'")
         self.path = path
-        self.opts = _step_options(options)
+        self.opts = step_options(options)
 
     def spec(self) -> dict[str, Any]:
         return {**self._base(), "path": self.path, "opts": dict(self.opts)}
@@ -136,7 +147,7 @@ class Sql(Node):
         if not isinstance(query, str) or not query.strip():
             raise DefinitionError("sql() needs a non-empty SQL statement")
         self.query = query
-        self.opts = _step_options(options)
+        self.opts = step_options(options)
 
     def spec(self) -> dict[str, Any]:
         return {**self._base(), "query": self.query, "opts": dict(self.opts)}
@@ -150,7 +161,7 @@ class Seq(Node):
     def __init__(self, *children: Node) -> None:
         if len(children) < 2:
             raise DefinitionError("a sequence needs at least two steps")
-        self.children = [_check_node(c) for c in children]
+        self.children = [check_node(c) for c in children]
 
     def spec(self) -> dict[str, Any]:
         return {**self._base(), "children": [c.spec() for c in self.children]}
@@ -164,7 +175,7 @@ class All(Node):
     def __init__(self, *children: Node) -> None:
         if len(children) < 2:
             raise DefinitionError("a join needs at least two branches")
-        self.children = [_check_node(c) for c in children]
+        self.children = [check_node(c) for c in children]
 
     def spec(self) -> dict[str, Any]:
         return {**self._base(), "children": [c.spec() for c in self.children]}
@@ -176,12 +187,12 @@ class FanOut(Node):
     kind = "fan_out"
 
     def __init__(self, step: Node, *, over: str, chunk: int = 1) -> None:
-        step = _check_node(step)
+        step = check_node(step)
         if step.kind not in ("task", "sql"):
             # Children of a fan-out are single checkpointed steps: a composite body would need
             # per-chunk scoping of its named results, which the engine does not offer.
             raise DefinitionError("fan_out() runs a single task or sql step per chunk")
-        if not isinstance(over, str) or not _NAME_RE.match(over):
+        if not isinstance(over, str) or not NAME_RE.match(over):
             raise DefinitionError(f"fan_out(over={over!r}) must name an earlier result")
         if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
             raise DefinitionError(f"fan_out(chunk={chunk!r}) must be a positive integer")
@@ -213,6 +224,286 @@ def fan_out(step: Node, *, over: str, chunk: int = 1) -> FanOut:
     return FanOut(step, over=over, chunk=chunk)
 
 
+# --- control flow: race, when, loop ---------------------------------------------------------
+DEFAULT_MAX_ITERATIONS = 1000
+DEFAULT_HISTORY = 20
+
+
+def condition(cond: Any, what: str) -> dict[str, str]:
+    """A condition as stored JSON: ``{"name": result}`` or ``{"path": "pkg.mod.fn"}``.
+
+    Only a dotted path is stored for a function, so graphs stay JSON and survive deploys.
+    """
+    if callable(cond) and not isinstance(cond, str):
+        path = f"{getattr(cond, '__module__', '')}.{getattr(cond, '__qualname__', '')}"
+        if "<" in path or not PATH_RE.match(path):
+            raise DefinitionError(
+                f"{what}: condition {cond!r} cannot be stored; use a module-level function"
+                " (not a lambda or a nested function) or its dotted path"
+            )
+        return {"path": path}
+    if isinstance(cond, str):
+        if NAME_RE.match(cond):
+            return {"name": cond}
+        if PATH_RE.match(cond):
+            return {"path": cond}
+    raise DefinitionError(
+        f"{what}: condition {cond!r} must be a result name ('approved'), a dotted path"
+        " ('pkg.module.fn') or a module-level function"
+    )
+
+
+class Race(Node):
+    """``a | b``: run the branches in parallel; the first to finish wins, the others are
+    cancelled. The result is the winner's."""
+
+    kind = "race"
+
+    def __init__(self, *children: Node) -> None:
+        if len(children) < 2:
+            raise DefinitionError("a race needs at least two branches")
+        self.children = [check_node(c) for c in children]
+
+    def spec(self) -> dict[str, Any]:
+        return {**self._base(), "children": [c.spec() for c in self.children]}
+
+
+class When(Node):
+    """``when(cond, then, otherwise)``: run ``then`` if ``cond`` holds, else ``otherwise``."""
+
+    kind = "when"
+
+    def __init__(self, cond: Any, then: Node, otherwise: Node | None = None) -> None:
+        self.cond = condition(cond, "when")
+        self.children = [check_node(then)]
+        if otherwise is not None:
+            self.children.append(check_node(otherwise))
+
+    def spec(self) -> dict[str, Any]:
+        spec = {
+            **self._base(),
+            "cond": dict(self.cond),
+            "children": [c.spec() for c in self.children],
+        }
+        if "name" in self.cond:
+            spec["refs"] = [self.cond["name"]]
+        return spec
+
+
+def when(cond: Any, then: Node, otherwise: Node | None = None) -> When:
+    """Branch on ``cond``: a result name (its truthiness), a dotted path or a module-level
+    function ``fn(ctx) -> bool``. Without ``otherwise`` a false condition yields None."""
+    return When(cond, then, otherwise)
+
+
+class Loop(Node):
+    """``loop(body, while_=...)``: run ``body`` again while ``while_`` holds, or until Break."""
+
+    kind = "loop"
+
+    def __init__(
+        self,
+        body: Node,
+        *,
+        while_: Any = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        history: int = DEFAULT_HISTORY,
+    ) -> None:
+        self.children = [check_node(body)]
+        self.cond = None if while_ is None else condition(while_, "loop")
+        for label, value in (("max_iterations", max_iterations), ("history", history)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise DefinitionError(f"loop({label}={value!r}) must be a positive integer")
+        self.max_iterations = max_iterations
+        self.history = history
+
+    def spec(self) -> dict[str, Any]:
+        spec = {
+            **self._base(),
+            "while": None if self.cond is None else dict(self.cond),
+            "max_iterations": self.max_iterations,
+            "history": self.history,
+            "children": [c.spec() for c in self.children],
+        }
+        if self.cond and "name" in self.cond:
+            spec["refs"] = [self.cond["name"]]
+        return spec
+
+
+def loop(
+    body: Node,
+    *,
+    while_: Any = None,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    history: int = DEFAULT_HISTORY,
+) -> Loop:
+    """Run ``body``; repeat while ``while_`` (result name, dotted path or function) holds.
+
+    Without ``while_`` the loop runs until a task raises ``Break(value)``. ``max_iterations``
+    bounds the iterations (the instance fails beyond it); ``history`` is how many iterations'
+    step rows are kept.
+    """
+    return Loop(body, while_=while_, max_iterations=max_iterations, history=history)
+
+
+# --- http -------------------------------------------------------------------------------------
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+DEFAULT_HTTP_TIMEOUT = 30.0
+
+
+class Http(Node):
+    """An HTTP call (see :mod:`jobs.durable.kinds.http` for how it runs)."""
+
+    kind = "http"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = DEFAULT_HTTP_TIMEOUT,
+        body_from: str | None = None,
+        **options: Any,
+    ) -> None:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise DefinitionError(f"http({url!r}) needs an absolute http:// or https:// URL")
+        if "%(" in parts.netloc:
+            # The host stays in the definition, where ACURIO_HTTP_ALLOW can be reasoned about.
+            raise DefinitionError(
+                f"http({url!r}): %(name)s placeholders may appear in the path and query only"
+            )
+        if body_from is not None:
+            if body is not None:
+                raise DefinitionError("http(): give body= or body_from=, not both")
+            if not isinstance(body_from, str) or not NAME_RE.match(body_from):
+                raise DefinitionError(f"http(body_from={body_from!r}) must name a result")
+        method = method.upper() if isinstance(method, str) else method
+        if method not in HTTP_METHODS:
+            raise DefinitionError(
+                f"http(method={method!r}) must be one of {', '.join(HTTP_METHODS)}"
+            )
+        if headers is not None and not (
+            isinstance(headers, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
+            raise DefinitionError("http(headers=...) must be a dict of strings")
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            raise DefinitionError(f"http(timeout={timeout!r}) must be a positive number of seconds")
+        if body is not None and not isinstance(body, str | dict | list):
+            raise DefinitionError("http(body=...) must be a string, or a dict/list sent as JSON")
+        self.url = url
+        self.method = method
+        self.body = body
+        self.body_from = body_from
+        self.headers = dict(headers or {})
+        self.timeout = float(timeout)
+        self.opts = step_options(options)
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            **self._base(),
+            "url": self.url,
+            "method": self.method,
+            "body": self.body,
+            "headers": dict(self.headers),
+            "timeout": self.timeout,
+            "body_from": self.body_from,
+            "opts": dict(self.opts),
+            "refs": sorted(
+                {n for n in [*PARAM_RE.findall(self.url), self.body_from] if n} - set(BUILTIN_NAMES)
+            ),
+        }
+
+
+def http(
+    url: str,
+    *,
+    method: str = "GET",
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = DEFAULT_HTTP_TIMEOUT,
+    body_from: str | None = None,
+    **options: Any,
+) -> Http:
+    """An HTTP call; ``body`` as a dict/list is sent as JSON, a string as is; ``body_from``
+    sends a named result (or ``"input"``) as JSON instead. ``%(name)s`` in the URL's path or
+    query is replaced by that result, URL-quoted. Step options (``max_attempts``,
+    ``backoff``, ``backoff_cap``) set the retry policy."""
+    return Http(
+        url,
+        method=method,
+        body=body,
+        headers=headers,
+        timeout=timeout,
+        body_from=body_from,
+        **options,
+    )
+
+
+# --- timers and waits -------------------------------------------------------------------------
+def _seconds(value: Any, what: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise DefinitionError(f"{what} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+class Sleep(Node):
+    kind = "sleep"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = _seconds(seconds, "sleep()")
+
+    def spec(self) -> dict[str, Any]:
+        return {**self._base(), "seconds": self.seconds, "opts": {}}
+
+
+def sleep(seconds: float) -> Sleep:
+    """Wait ``seconds`` (durably: a deploy or a crash does not restart the wait)."""
+    return Sleep(seconds)
+
+
+class WaitForSchedule(Node):
+    kind = "wait_for_schedule"
+
+    def __init__(self, cron: str) -> None:
+        if not isinstance(cron, str) or len(cron.split()) != 5 or not croniter.is_valid(cron):
+            raise DefinitionError(
+                f"wait_for_schedule({cron!r}) needs a 5-field cron expression"
+                " (minute hour day-of-month month day-of-week), e.g. '*/5 * * * *'"
+            )
+        self.cron = " ".join(cron.split())
+
+    def spec(self) -> dict[str, Any]:
+        return {**self._base(), "cron": self.cron, "opts": {}}
+
+
+def wait_for_schedule(cron: str) -> WaitForSchedule:
+    """Wait until the next time the 5-field cron expression matches (UTC)."""
+    return WaitForSchedule(cron)
+
+
+class WaitForSignal(Node):
+    kind = "wait_for_signal"
+
+    def __init__(self, signal: str, *, timeout: float | None = None) -> None:
+        if not isinstance(signal, str) or not NAME_RE.match(signal):
+            raise DefinitionError(f"wait_for_signal({signal!r}): the name must be an identifier")
+        self.signal = signal
+        self.timeout = None if timeout is None else _seconds(timeout, "wait_for_signal(timeout=)")
+
+    def spec(self) -> dict[str, Any]:
+        return {**self._base(), "signal": self.signal, "timeout": self.timeout, "opts": {}}
+
+
+def wait_for_signal(name: str, *, timeout: float | None = None) -> WaitForSignal:
+    """Wait for ``signal(instance_id, name, data)``; the result is ``{"signal", "timed_out",
+    "data"}``. With ``timeout`` (seconds) the wait ends with ``timed_out: true``."""
+    return WaitForSignal(name, timeout=timeout)
+
+
 def iter_spec(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Every node of a spec tree, in pre-order."""
     yield spec
@@ -222,7 +513,7 @@ def iter_spec(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def compile_graph(workflow: Node) -> dict[str, Any]:
     """Number the workflow's nodes and check it as a whole; the result is what start() stores."""
-    workflow = _check_node(workflow)
+    workflow = check_node(workflow)
     spec = workflow.spec()
     names: set[str] = set()
     for number, node in enumerate(iter_spec(spec)):

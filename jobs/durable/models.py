@@ -29,6 +29,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from jobs.durable.errors import InstanceNotFound
+
 
 class InstanceStatus(models.TextChoices):
     PENDING = "pending", "Pending"
@@ -52,7 +54,33 @@ class StepStatus(models.TextChoices):
 STEP_FINISHED = (StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED)
 
 
+def parse_instance_id(value: uuid.UUID | str) -> uuid.UUID:
+    """An instance id given as a UUID or its text; InstanceNotFound for anything else."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InstanceNotFound(f"{value!r} is not a workflow instance id (a UUID)") from None
+
+
 class InstanceQuerySet(models.QuerySet):
+    def find(self, instance_id: uuid.UUID | str) -> Instance:
+        """The instance with this id (a UUID or its text); InstanceNotFound otherwise."""
+        pk = parse_instance_id(instance_id)
+        try:
+            return self.get(pk=pk)
+        except Instance.DoesNotExist:
+            raise InstanceNotFound(f"no workflow instance {pk}") from None
+
+    def values_of(self, instance_id: uuid.UUID | str, *fields: str) -> tuple:
+        """Only these columns of one instance, as a tuple; InstanceNotFound otherwise."""
+        pk = parse_instance_id(instance_id)
+        row = self.filter(pk=pk).values_list(*fields).first()
+        if row is None:
+            raise InstanceNotFound(f"no workflow instance {pk}")
+        return row
+
     def unfinished(self) -> InstanceQuerySet:
         return self.exclude(status__in=INSTANCE_FINISHED)
 
@@ -120,10 +148,7 @@ class Instance(models.Model):
 
 
 class StepQuerySet(models.QuerySet):
-    def claimable(self, now: datetime) -> StepQuerySet:
-        """Leaf steps a worker may claim now (the worker's SQL claim is this, with SKIP LOCKED)."""
-        return self.filter(status=StepStatus.READY, run_at__lte=now)
-
+    # The claim is not here: it is one hand-written statement (jobs.durable.statements).
     def expired(self, now: datetime) -> StepQuerySet:
         """Claimed steps whose worker stopped renewing its lease."""
         return self.filter(status=StepStatus.RUNNING, lease_expires_at__lt=now)

@@ -24,6 +24,7 @@ from django.core.exceptions import PermissionDenied
 
 from jobs.durable.errors import DurableError, InstanceNotFound
 from jobs.durable.graph import iter_spec
+from jobs.durable.models import Instance
 
 START = "durable.start_workflow"
 USE_SQL = "durable.use_sql_steps"
@@ -58,16 +59,15 @@ def check_start(user: Any, spec: dict[str, Any]) -> None:
 
 
 def can_see(user: Any, owner_id: int | None) -> bool:
+    """Whether ``user`` may see an instance owned by ``owner_id``: staff all, others their own."""
     return bool(
         user.is_active and (user.is_staff or (owner_id is not None and owner_id == user.pk))
     )
 
 
-def visible_instance(user: Any, instance_id: uuid.UUID | str):
+def visible_instance(user: Any, instance_id: uuid.UUID | str) -> Instance:
     """The instance if ``user`` may see (and so control) it; InstanceNotFound otherwise."""
-    from jobs.durable.api import _get
-
-    instance = _get(instance_id)
+    instance = Instance.objects.find(instance_id)
     if user is not None and not can_see(user, instance.owner_id):
         raise InstanceNotFound(f"no workflow instance {instance.pk}")
     return instance

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
+from jobs.durable.api import start
 from jobs.durable.graph import Node, task
 
 
@@ -32,8 +33,6 @@ def noop_workflow(steps: int = 3) -> Node:
 
 def start_noop(count: int, *, steps: int = 3, label: str = "noop") -> list[uuid.UUID]:
     """Start ``count`` no-op workflows in one transaction; returns their ids."""
-    from jobs.durable.api import start
-
     flow = noop_workflow(steps)
     with transaction.atomic():
         return [start(flow, label=label) for _ in range(count)]

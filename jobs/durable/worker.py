@@ -45,7 +45,6 @@ land is left alone).
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import signal
@@ -61,76 +60,22 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from jobs.durable import statements
 from jobs.durable.context import Context
+from jobs.durable.db import execute_prepared
 from jobs.durable.engine import (
-    NOTIFY_CHANNEL,
-    STEP_COLUMNS,
     UNFINISHED_INSTANCE,
-    Fenced,
-    StepRow,
     Txn,
     backoff_delay,
     cache_graph,
-    execute_prepared,
     load_graph,
-    node_label,
 )
-from jobs.durable.errors import DurableError, PermanentError, RetryLater
-from jobs.durable.kinds import get_kind
+from jobs.durable.errors import DurableError, Fenced, PermanentError, RetryLater
+from jobs.durable.kinds import get_kind, node_label
+from jobs.durable.state import StepRow
+from jobs.durable.statements import claim_sql
 
 logger = logging.getLogger("jobs.durable.worker")
-
-_CLAIM_SQL = f"""
-WITH picked AS (
-    SELECT id, instance_id FROM durable_step
-    WHERE status = 'ready' AND run_at <= %(now)s
-    ORDER BY run_at
-    LIMIT {{limit:d}}
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE durable_step AS s
-    SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
-        lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
-    FROM picked
-    WHERE s.id = picked.id
-    RETURNING {", ".join("s." + c.strip() for c in STEP_COLUMNS.split(","))}
-), started AS (
-    UPDATE durable_instance
-    SET status = 'running', started_at = %(now)s
-    WHERE id IN (
-        SELECT id FROM durable_instance
-        WHERE id IN (SELECT instance_id FROM claimed) AND status = 'pending'
-        FOR UPDATE SKIP LOCKED
-    )
-    RETURNING id
-)
-SELECT c.*, i.status, i.graph, i.input, i.on_failure,
-    EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id)
-FROM claimed AS c LEFT JOIN durable_instance AS i ON i.id = c.instance_id
-"""
-# The LIMIT is written into the text (claim_sql): with a ``LIMIT $n`` parameter PostgreSQL's
-# generic plan of the prepared statement assumes many rows and scans both tables whole, so it
-# would re-plan the statement at every claim instead.
-# One statement claims the step, marks a pending instance running and reads the instance's
-# graph (so a step of an instance not in the worker's graph cache needs no ``SELECT graph``).
-# It never waits for the instance's row lock (SKIP LOCKED): a claim holding its step's lock
-# while waiting for the instance's would take the locks in the reverse of cancel()'s order
-# (instance, then its steps) and could deadlock. An instance it skipped (locked right now) is
-# marked running by a second statement, after the claim's lock is gone. ``i.status`` is the
-# status before this statement.
-
-
-@functools.cache
-def claim_sql(limit: int) -> str:
-    """The claim statement for up to ``limit`` steps (one prepared statement per limit)."""
-    return _CLAIM_SQL.format(limit=int(limit))
-
-
-_MARK_RUNNING_SQL = (
-    "UPDATE durable_instance SET status = 'running', started_at = %s"
-    " WHERE id = %s AND status = 'pending'"
-)
-
 
 # Seconds before a step of an unknown kind (a newer release's) is offered to workers again.
 UNKNOWN_KIND_DELAY = 5.0
@@ -174,9 +119,7 @@ class Heartbeat(threading.Thread):
         with connection.cursor() as cursor:
             # SKIP LOCKED: a row locked right now is being checkpointed by its own worker.
             cursor.execute(
-                "UPDATE durable_step SET lease_expires_at = %s WHERE id IN ("
-                " SELECT id FROM durable_step WHERE id = ANY(%s) AND lease_owner = %s"
-                " AND status = 'running' FOR UPDATE SKIP LOCKED)",
+                statements.RENEW_LEASES,
                 [now + timedelta(seconds=self.worker.lease_seconds), ids, self.worker.worker_id],
             )
             return cursor.rowcount
@@ -219,7 +162,8 @@ class Worker:
 
     # --- claiming and running ------------------------------------------------------------
     def claim(self, limit: int = 1, now: datetime | None = None) -> list[StepRow]:
-        """Claim up to ``limit`` ready steps (one short autocommit statement, see _CLAIM_SQL)."""
+        """Claim up to ``limit`` ready steps (one short autocommit statement, see
+        ``statements.claim_sql``)."""
         now = now or self.clock()
         return self._claimed(execute_prepared(claim_sql(limit), self._claim_params(now)), now)
 
@@ -245,17 +189,13 @@ class Worker:
             elif instance_status != "running":
                 # A step made ready while its instance was being cancelled: never run it.
                 with connection.cursor() as cursor:
-                    cursor.execute(
-                        "UPDATE durable_step SET status = 'cancelled', finished_at = %s,"
-                        " lease_owner = '', lease_expires_at = NULL WHERE id = %s",
-                        [now, step.id],
-                    )
+                    cursor.execute(statements.CANCEL_CLAIMED_STEP, [now, step.id])
                 continue
             steps.append(step)
         return steps
 
     def _mark_instance_running(self, step: StepRow, now: datetime) -> None:
-        execute_prepared(_MARK_RUNNING_SQL, [now, step.instance_id])
+        execute_prepared(statements.MARK_INSTANCE_RUNNING, [now, step.instance_id])
 
     def execute(self, step: StepRow, *, chain: bool = False) -> str:
         """Run one claimed step and checkpoint it. Returns what happened:
@@ -355,9 +295,7 @@ class Worker:
 
     def _statement_timeout(self, timeout: float) -> None:
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('statement_timeout', %s, true)", [f"{int(timeout * 1000)}ms"]
-            )
+            cursor.execute(statements.SET_STATEMENT_TIMEOUT, [f"{int(timeout * 1000)}ms"])
 
     @staticmethod
     def _check_timeout(timeout: float | None, started: float) -> None:
@@ -393,13 +331,9 @@ class Worker:
         """Put back a step this worker claimed but could not finish (fenced: a step whose
         checkpoint did commit is left alone)."""
         with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE durable_step SET status = 'ready', run_at = %s, lease_owner = '',"
-                " lease_expires_at = NULL WHERE id = %s AND status = 'running' AND attempts = %s",
-                [self.clock(), step.id, step.attempts],
-            )
+            cursor.execute(statements.RELEASE_STEP, [self.clock(), step.id, step.attempts])
             if cursor.rowcount:
-                cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+                cursor.execute(statements.NOTIFY)
 
     def run_one(self, max_steps: int | None = None) -> bool:
         """Claim and run one step, then what its checkpoint chained or claimed; True if there
@@ -542,7 +476,7 @@ class Worker:
         raw = connection.connection
         if self._listening_on.get(threading.get_ident()) != id(raw):
             with connection.cursor() as cursor:
-                cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                cursor.execute(statements.LISTEN)
             self._listening_on[threading.get_ident()] = id(raw)
 
     def _wait(self) -> None:

@@ -1,6 +1,6 @@
 """Chaos supervisor for the SIGKILL test: forks real worker processes and SIGKILLs them.
 
-Run as ``python -m tests.engine.chaos --workers 3 --timeout 150`` with ``DATABASE_URL`` set.
+Run as ``python -m tests.durable.chaos --workers 3 --timeout 150`` with ``DATABASE_URL`` set.
 The parent sets Django up once, then forks each worker (cheap, so hundreds of kills fit in
 a test). At random moments (every ``--min-interval``..``--max-interval`` s, faster while
 behind the pace ``--min-kills`` needs) it SIGKILLs a random worker and forks a replacement;

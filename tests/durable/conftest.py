@@ -1,19 +1,17 @@
-"""Fixtures of the engine tests: the effects table, workers, subprocess helpers."""
+"""Fixtures of the engine tests: the effects table, a test worker, frozen time, an HTTP server."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+import threading
 
 import pytest
+import time_machine
 from django.db import connection
 
 from jobs.durable import Worker
-from tests.engine.steps import ROWS_DDL
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.durable.httpserver import Server
+from tests.durable.steps import ROWS_DDL
+from tests.durable.support import T0
 
 
 @pytest.fixture
@@ -27,50 +25,27 @@ def rows_table(django_db_blocker):
         cursor.execute("DROP TABLE IF EXISTS engine_rows")
 
 
-def rows(tag: str | None = None) -> list[tuple]:
-    with connection.cursor() as cursor:
-        if tag is None:
-            cursor.execute("SELECT instance_id, tag, chunk_index, attempt FROM engine_rows")
-        else:
-            cursor.execute(
-                "SELECT instance_id, tag, chunk_index, attempt FROM engine_rows WHERE tag = %s",
-                [tag],
-            )
-        return cursor.fetchall()
-
-
 @pytest.fixture
 def worker():
+    """A worker driven step by step (no chaining), with a long lease."""
     return Worker(worker_id="test-worker", lease_seconds=30, chain=False)
 
 
-def db_url() -> str:
-    """A URL for the database the tests run on (the test database pytest-django created)."""
-    settings = connection.settings_dict
-    user = settings.get("USER") or "postgres"
-    host = settings.get("HOST") or "127.0.0.1"
-    port = settings.get("PORT") or 5432
-    return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+@pytest.fixture
+def clock():
+    """Frozen time (time-machine) that tests move with ``clock.shift(seconds)``."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        yield traveller
 
 
-def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG",)}
-    env.update(
-        DATABASE_URL=db_url(),
-        SECRET_KEY="engine-tests-not-a-secret-long-enough-for-the-fifty-character-minimum",
-        PYTHONUNBUFFERED="1",
-        LOG_LEVEL="INFO",
-    )
-    env.update(extra)
-    return env
-
-
-def spawn_worker(*args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "worker", *args],
-        cwd=ROOT,
-        env=subprocess_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+@pytest.fixture
+def server(settings):
+    """A local HTTP server (tests.durable.httpserver) that http() steps may call."""
+    srv = Server()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    settings.ACURIO_HTTP_ALLOW = ["127.0.0.1:*"]
+    yield srv
+    srv.release.set()
+    srv.shutdown()
+    srv.server_close()

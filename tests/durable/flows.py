@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from jobs.durable import fan_out, sql, task, wait_for_signal
 
-S = "tests.engine2.steps."
+S = "tests.durable.steps."
 
 approval = wait_for_signal("approval", timeout=3600).as_("approval") >> task(S + "echo_signal")
 
-squares = task(S + "items").as_("xs") >> fan_out(task(S + "square_chunk"), over="xs", chunk=2)
+squares = task(S + "input_items").as_("xs") >> fan_out(task(S + "square_chunk"), over="xs", chunk=2)
 
 
 def one_sql():

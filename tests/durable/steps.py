@@ -1,4 +1,5 @@
-"""Step functions and hooks used by the engine tests (imported by worker subprocesses too).
+"""Step functions, conditions and hooks of the engine tests, named by dotted path in their
+workflows (worker subprocesses import them too).
 
 ``engine_rows`` (created by the ``rows_table`` fixture) records every effect a step commits,
 so tests can count them: a row per committed execution.
@@ -13,7 +14,7 @@ from typing import Any
 
 from django.db import connection
 
-from jobs.durable import PermanentError
+from jobs.durable import Break, PermanentError
 
 ROWS_DDL = """
 CREATE TABLE IF NOT EXISTS engine_rows (
@@ -131,3 +132,70 @@ def on_failure(instance_id, error):
 
 def broken_hook(instance_id, error):
     raise RuntimeError("hook exploded")
+
+
+# --- control flow, timers, CLI ----------------------------------------------------------------
+def tagged(tag: str):
+    """A task that records one ``engine_rows`` row with ``tag`` and returns the tag."""
+
+    def step(ctx):
+        record_row(ctx, tag)
+        return tag
+
+    step.__name__ = step.__qualname__ = tag
+    return step
+
+
+fast = tagged("fast")
+slow_a = tagged("slow_a")
+slow_b = tagged("slow_b")
+after = tagged("after")
+yes = tagged("yes")
+no = tagged("no")
+
+
+def flag(ctx):
+    return ctx.input["flag"]
+
+
+def input_flag(ctx):
+    """A condition: the start input's ``flag``."""
+    return bool(ctx.input["flag"])
+
+
+def broken_condition(ctx):
+    raise ValueError("cannot decide")
+
+
+def count(ctx):
+    """Counts iterations through its own named result; breaks at ``input["stop"]``."""
+    n = ctx.get("n", 0) + 1
+    record_row(ctx, "count")
+    if n >= ctx.input["stop"]:
+        raise Break({"stopped_at": n})
+    return n
+
+
+def count_up(ctx):
+    """Counts without breaking (the loop's ``while_`` decides)."""
+    return ctx.get("n", 0) + 1
+
+
+def below_three(ctx):
+    return ctx["n"] < 3
+
+
+def break_outside(ctx):
+    raise Break("nowhere to go")
+
+
+def echo_signal(ctx):
+    return ctx["approval"]
+
+
+def input_items(ctx):
+    return ctx.input["items"]
+
+
+def square_chunk(ctx):
+    return [x * x for x in ctx.chunk]

@@ -9,7 +9,7 @@ from jobs.durable import Worker, fan_out, start, task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
 
-S = "tests.engine.steps."
+S = "tests.durable.steps."
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from io import StringIO
 
@@ -16,21 +15,14 @@ from django.core.management import CommandError, call_command
 
 from jobs.durable import Worker, start, status
 from jobs.durable.models import Instance
-from tests.engine.conftest import ROOT, subprocess_env
-from tests.engine2 import flows
+from tests.durable import flows
+from tests.durable.support import run_manage
 
-FLOWS = "tests.engine2.flows."
+FLOWS = "tests.durable.flows."
 
 
 def durable(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", "durable", *args],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_manage("durable", *args)
 
 
 def ok(*args: str) -> str:

@@ -19,13 +19,14 @@ from jobs.durable import (
     when,
 )
 from jobs.durable.errors import DurableError
+from jobs.durable.graph import Race
 from jobs.durable.models import Instance, Step
-from tests.engine.conftest import rows
-from tests.engine2 import steps
+from tests.durable import steps
+from tests.durable.support import rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
 
-S = "tests.engine2.steps."
+S = "tests.durable.steps."
 
 
 def t(name: str, **options) -> object:
@@ -92,8 +93,6 @@ def test_race_against_a_sleep_is_a_timeout(worker, clock):
 
 
 def test_race_needs_two_branches():
-    from jobs.durable.control import Race
-
     with pytest.raises(DefinitionError, match="at least two"):
         Race(t("fast"))
 
@@ -129,7 +128,7 @@ def test_when_with_a_failing_condition_fails_the_instance_clearly(worker, clock)
     worker.drain()
     instance = Instance.objects.get(pk=iid)
     assert instance.status == "failed"
-    assert "when(): condition tests.engine2.steps.broken_condition raised ValueError" in (
+    assert "when(): condition tests.durable.steps.broken_condition raised ValueError" in (
         instance.error
     )
 
@@ -142,7 +141,7 @@ def test_when_refuses_conditions_that_cannot_be_stored():
     with pytest.raises(DefinitionError, match="no step of this workflow is named 'missing'"):
         start(when("missing", t("yes")))
     with pytest.raises(DefinitionError, match="cannot be imported"):
-        start(when("tests.engine2.steps.nope", t("yes")))
+        start(when("tests.durable.steps.nope", t("yes")))
 
 
 # --- loop ---------------------------------------------------------------------------------------

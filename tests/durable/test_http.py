@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from jobs.durable import DefinitionError, http, result, start, status, task
-from jobs.durable.http import HttpKind, host_allowed, idempotency_key, retry_after
+from jobs.durable import DefinitionError, Worker, http, result, start, status, task
+from jobs.durable.kinds.http import HttpKind, host_allowed, idempotency_key, retry_after
 from jobs.durable.models import Instance, Step
-from tests.engine2.conftest import T0
+from tests.durable.support import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,7 @@ def test_2xx_returns_status_headers_json_body_and_duration(worker, clock, server
 
 
 def test_url_placeholders_and_body_from_read_named_results(worker, clock, server):
-    flow = task("tests.engine2.steps.flag").as_("doc") >> http(
+    flow = task("tests.durable.steps.flag").as_("doc") >> http(
         server.base + "/ok?doc=%(doc)s", method="POST", body_from="input"
     )
     iid = start(flow, input={"flag": "a b/c"})
@@ -190,8 +190,6 @@ def test_bad_http_definitions_fail_where_written(kwargs, message):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_request_is_made_outside_any_transaction(server, monkeypatch):
-    from jobs.durable import Worker
-
     seen = []
     original = HttpKind.execute
 

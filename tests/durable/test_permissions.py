@@ -11,19 +11,23 @@ from jobs.durable import (
     NotPermitted,
     http,
     instances,
+    loop,
     signal,
+    sleep,
     sql,
     start,
     status,
     task,
+    wait_for_schedule,
+    when,
 )
 from jobs.durable.models import Instance
 from jobs.durable.permissions import required_permissions, visible_instance
-from tests.engine2 import flows
+from tests.durable import flows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
 
-PLAIN = task("tests.engine2.steps.fast")
+PLAIN = task("tests.durable.steps.fast")
 SQL = sql("SELECT 1")
 HTTP = http("https://api.example.org/approve", method="POST")
 
@@ -181,12 +185,10 @@ def test_admin_actions_need_the_change_permission(client, django_user_model):
     assert status(iid) == "pending", "refused: the action is not offered to this user"
 
 
-def test_admin_instance_page_draws_the_new_operators(staff_client, worker, clock):
-    from jobs.durable import loop, sleep, wait_for_schedule, when
-
+def test_admin_instance_page_draws_the_control_and_wait_operators(staff_client, worker, clock):
     flow = (
-        (task("tests.engine2.steps.fast") | sleep(60))
-        >> loop(task("tests.engine2.steps.count").as_("n"))
+        (task("tests.durable.steps.fast") | sleep(60))
+        >> loop(task("tests.durable.steps.count").as_("n"))
         >> when("n", wait_for_schedule("0 12 * * *"))
     )
     iid = start(flow, input={"stop": 2})

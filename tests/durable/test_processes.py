@@ -14,9 +14,10 @@ import psycopg
 import pytest
 from django.db import connection
 
-from jobs.durable import Worker, fan_out, start, status, task
+from jobs.durable import Worker, fan_out, recover_expired_leases, start, status, task
 from jobs.durable.models import Instance, Step
-from tests.engine.conftest import ROOT, db_url, rows, spawn_worker, subprocess_env
+from tests.durable.support import rows, run_manage, spawn_worker, wait_for
+from tests.processes import ROOT, child_env, database_url
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -24,16 +25,7 @@ pytestmark = [
     pytest.mark.slow,
 ]
 
-S = "tests.engine.steps."
-
-
-def wait_for(predicate, timeout: float = 60, what: str = "condition") -> None:
-    """Poll until ``predicate()``; a deadline for liveness, not a speed assertion."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+S = "tests.durable.steps."
 
 
 def worker_is_idle() -> bool:
@@ -158,8 +150,6 @@ def claiming_backends() -> set[tuple]:
 
 
 def test_heartbeat_keeps_a_long_step_leased_while_the_sweeper_runs():
-    from jobs.durable import recover_expired_leases
-
     iid = start(task(S + "sleep_long"), input={"seconds": 5})
     # Renewed every 2/3 s; the slack absorbs a loaded machine's scheduling delays.
     proc = spawn_worker("--poll-interval", "0.2", ACURIO_LEASE_SECONDS="2")
@@ -182,28 +172,14 @@ def test_heartbeat_keeps_a_long_step_leased_while_the_sweeper_runs():
 
 def test_worker_once_exits_when_nothing_is_ready():
     ids = [start(task(S + "record") >> (task(S + "record") & task(S + "record"))) for _ in range(5)]
-    proc = subprocess.run(
-        [sys.executable, "manage.py", "worker", "--once", "--concurrency", "2"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_manage("worker", "--once", "--concurrency", "2", timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert [status(i) for i in ids] == ["completed"] * 5
     assert_every_step_ran_exactly_once(15)
 
 
 def test_worker_command_rejects_bad_concurrency():
-    proc = subprocess.run(
-        [sys.executable, "manage.py", "worker", "--concurrency", "0"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_manage("worker", "--concurrency", "0", timeout=60)
     assert proc.returncode != 0
     assert "concurrency must be at least 1" in proc.stderr
 
@@ -213,7 +189,7 @@ def test_claim_skips_a_row_locked_by_another_connection():
     first = start(task(S + "record"))
     second = start(task(S + "record"))
     locked = Step.objects.get(instance_id=first)
-    with psycopg.connect(db_url().replace("postgres://", "postgresql://")) as other:
+    with psycopg.connect(database_url()) as other:
         with other.cursor() as cursor:
             cursor.execute("SELECT id FROM durable_step WHERE id = %s FOR UPDATE", [locked.id])
             worker = Worker(worker_id="skipper")
@@ -271,7 +247,7 @@ def test_exactly_once_under_sigkill(checkpoint_log, settings):
         [
             sys.executable,
             "-m",
-            "tests.engine.chaos",
+            "tests.durable.chaos",
             "--workers",
             "4",
             "--timeout",
@@ -285,7 +261,7 @@ def test_exactly_once_under_sigkill(checkpoint_log, settings):
             "240",
         ],
         cwd=ROOT,
-        env=subprocess_env(ACURIO_LEASE_SECONDS="1", ACURIO_MAX_ATTEMPTS="1000", LOG_LEVEL="ERROR"),
+        env=child_env(ACURIO_LEASE_SECONDS="1", ACURIO_MAX_ATTEMPTS="1000", LOG_LEVEL="ERROR"),
         capture_output=True,
         text=True,
         timeout=200,

@@ -18,8 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.engine.conftest import ROOT, subprocess_env
-from tests.engine.steps import ROWS_DDL
+from tests.durable.steps import ROWS_DDL
+from tests.processes import ROOT, child_env
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,7 @@ def private_postgres():
 
 def test_workers_reconnect_after_postgresql_restarts_and_finish_everything(private_postgres):
     url, restart = private_postgres
-    env = subprocess_env(DATABASE_URL=url, ACURIO_LEASE_SECONDS="3", LOG_LEVEL="WARNING")
+    env = child_env(DATABASE_URL=url, ACURIO_LEASE_SECONDS="3", LOG_LEVEL="WARNING")
     manage("migrate", "--verbosity", "0", env=env)
     with psycopg.connect(url) as conn:
         conn.execute(ROWS_DDL)
@@ -93,8 +93,8 @@ def test_workers_reconnect_after_postgresql_restarts_and_finish_everything(priva
         "-c",
         "from django.db import transaction\n"
         "from jobs.durable import start, task\n"
-        "flow = task('tests.engine.steps.record_slowly') >> task('tests.engine.steps.record_slowly')"
-        " >> task('tests.engine.steps.record_slowly')\n"
+        "flow = task('tests.durable.steps.record_slowly') >> task('tests.durable.steps.record_slowly')"
+        " >> task('tests.durable.steps.record_slowly')\n"
         f"with transaction.atomic():\n    [start(flow) for _ in range({WORKFLOWS})]\n",
         env=env,
     )
@@ -110,7 +110,9 @@ def test_workers_reconnect_after_postgresql_restarts_and_finish_everything(priva
         )
         for _ in range(2)
     ]
-    sweeper = subprocess.Popen([sys.executable, "-m", "tests.engine.sweep_loop"], cwd=ROOT, env=env)
+    sweeper = subprocess.Popen(
+        [sys.executable, "-m", "tests.durable.sweep_loop"], cwd=ROOT, env=env
+    )
     try:
         wait_until(url, done_sql, 15, timeout=90)
         restart()

@@ -25,11 +25,11 @@ from jobs.durable import (
     waits,
 )
 from jobs.durable.models import Signal, Step
-from tests.engine2.conftest import T0
+from tests.durable.support import T0
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
 
-S = "tests.engine2.steps."
+S = "tests.durable.steps."
 
 
 def t(name: str) -> object:

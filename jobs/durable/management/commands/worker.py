@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.durable.worker import Worker
 
@@ -31,8 +31,6 @@ class Command(BaseCommand):
         try:
             worker = Worker(concurrency=concurrency, once=once, poll_interval=poll_interval)
         except ValueError as exc:
-            from django.core.management.base import CommandError
-
             raise CommandError(str(exc)) from exc
         worker.install_signal_handlers()
         worker.run()

@@ -1,0 +1,372 @@
+"""Every hand-written SQL statement of the engine, named in one place.
+
+The hot paths (claim, checkpoint, the next step's insert) are hand-written because the ORM
+cannot say them in one round trip (CTEs, ``FOR UPDATE SKIP LOCKED``, ``RETURNING`` from an
+``UPDATE ... FROM``); the rest are written by hand where they run inside those same
+transactions. Rare reads and writes use the ORM and are not here.
+
+Each statement says what it does and which index serves it (the indexes are declared, with
+their users, in :mod:`jobs.durable.models`). Table names come from the models'
+``_meta.db_table`` and the step columns from :data:`jobs.durable.state.STEP_FIELDS`, so a
+renamed table or a new column is changed in one place. Placeholders are psycopg's (``%s`` or
+``%(name)s``); the statements the worker sends for every step go through
+:func:`jobs.durable.db.execute_prepared`, the others through Django cursors.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from jobs.durable.models import Instance, Signal, Step
+from jobs.durable.state import STEP_FIELDS
+
+STEP = Step._meta.db_table
+INSTANCE = Instance._meta.db_table
+SIGNAL = Signal._meta.db_table
+
+# The channel idle workers LISTEN on; a transaction that made a step ready NOTIFYs it.
+NOTIFY_CHANNEL = "durable_ready"
+
+
+def step_columns(alias: str = "") -> str:
+    """The columns a :class:`~jobs.durable.state.StepRow` is built from, in its order."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + name for name in STEP_FIELDS)
+
+
+# --- waking workers ---------------------------------------------------------------------------
+# Wake idle workers; delivered at commit, dropped on rollback. No table, no index.
+NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
+# A worker's connection subscribes to the wake-ups (again after every reconnect).
+LISTEN = f"LISTEN {NOTIFY_CHANNEL}"
+
+# --- claiming (worker) ------------------------------------------------------------------------
+# Claim up to {limit} due ready steps, mark their pending instances running, and return each
+# step's row with its instance's status (before this statement), graph, input and hook.
+# The SELECT walks durable_step_ready (partial: status = 'ready', ordered by run_at) and skips
+# rows another transaction has locked; the instance rows are read by primary key.
+# It never waits for an instance's row lock (SKIP LOCKED): a claim holding its step's lock
+# while waiting for the instance's would take the locks in the reverse of cancel()'s order
+# (instance, then its steps) and could deadlock. An instance it skipped is marked running by
+# MARK_INSTANCE_RUNNING afterwards, with no lock of the claim held.
+# The LIMIT is written into the text (claim_sql): with a ``LIMIT $n`` parameter PostgreSQL's
+# generic plan of the prepared statement assumes many rows and scans both tables whole, so it
+# would re-plan the statement at every claim instead.
+_CLAIM = f"""
+WITH picked AS (
+    SELECT id, instance_id FROM {STEP}
+    WHERE status = 'ready' AND run_at <= %(now)s
+    ORDER BY run_at
+    LIMIT {{limit:d}}
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE {STEP} AS s
+    SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
+        lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
+    FROM picked
+    WHERE s.id = picked.id
+    RETURNING {step_columns("s")}
+), started AS (
+    UPDATE {INSTANCE}
+    SET status = 'running', started_at = %(now)s
+    WHERE id IN (
+        SELECT id FROM {INSTANCE}
+        WHERE id IN (SELECT instance_id FROM claimed) AND status = 'pending'
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
+)
+SELECT c.*, i.status, i.graph, i.input, i.on_failure,
+    EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id)
+FROM claimed AS c LEFT JOIN {INSTANCE} AS i ON i.id = c.instance_id
+"""
+
+
+@functools.cache
+def claim_sql(limit: int) -> str:
+    """The claim statement for up to ``limit`` steps (one prepared statement per limit)."""
+    return _CLAIM.format(limit=int(limit))
+
+
+# Mark a pending instance running (its row was locked during the claim). Primary key.
+MARK_INSTANCE_RUNNING = (
+    f"UPDATE {INSTANCE} SET status = 'running', started_at = %s"
+    " WHERE id = %s AND status = 'pending'"
+)
+
+# A step claimed while its instance was being cancelled: cancel it, never run it. Primary key.
+CANCEL_CLAIMED_STEP = (
+    f"UPDATE {STEP} SET status = 'cancelled', finished_at = %s,"
+    " lease_owner = '', lease_expires_at = NULL WHERE id = %s"
+)
+
+# The heartbeat: push forward the leases of this worker's running steps (ids = ANY), by
+# primary key. SKIP LOCKED: a row locked right now is being checkpointed by its own worker.
+RENEW_LEASES = (
+    f"UPDATE {STEP} SET lease_expires_at = %s WHERE id IN ("
+    f" SELECT id FROM {STEP} WHERE id = ANY(%s) AND lease_owner = %s"
+    " AND status = 'running' FOR UPDATE SKIP LOCKED)"
+)
+
+# Put back a step this worker claimed but could not finish (drain, lost connection), fenced
+# by its claim token. Primary key.
+RELEASE_STEP = (
+    f"UPDATE {STEP} SET status = 'ready', run_at = %s, lease_owner = '',"
+    " lease_expires_at = NULL WHERE id = %s AND status = 'running' AND attempts = %s"
+)
+
+# A step's timeout bounds its statements too, for this transaction only. No table.
+SET_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
+
+# --- reading an instance's state --------------------------------------------------------------
+# The stored graph of an instance (cached by the engine: it never changes). Primary key.
+LOAD_GRAPH = f"SELECT graph, input, on_failure FROM {INSTANCE} WHERE id = %s"
+
+# One step as a StepRow. Primary key.
+LOAD_STEP = f"SELECT {step_columns()} FROM {STEP} WHERE id = %s"
+
+# The output of the latest completed step of an instance with this name (ctx["name"],
+# %(name)s, conditions); loops repeat names, so the latest wins. durable_step_named.
+NAMED_OUTPUT = (
+    f"SELECT output FROM {STEP} WHERE instance_id = %s AND name = %s"
+    " AND status = 'completed' ORDER BY finished_at DESC, id DESC LIMIT 1"
+)
+
+# Outputs of a step's children: fan-out chunks in order, join branches in node order.
+# durable_step_children (parent, chunk_index).
+CHILDREN_OUTPUTS = (
+    f"SELECT output FROM {STEP} WHERE parent_id = %s ORDER BY chunk_index NULLS FIRST, node_id"
+)
+
+# Whether a step still runs (a race's branch may win while the race activates). Primary key.
+STEP_STATUS = f"SELECT status FROM {STEP} WHERE id = %s"
+
+# A step's key (an HTTP step's idempotency key is derived from it). Primary key.
+STEP_KEY = f"SELECT key FROM {STEP} WHERE id = %s"
+
+# When a step was created (a wait's due time counts from it). Primary key.
+STEP_CREATED_AT = f"SELECT created_at FROM {STEP} WHERE id = %s"
+
+# --- creating steps ---------------------------------------------------------------------------
+# One step row (a node activated). The unique (instance, key) index durable_step_key rules
+# out a second activation of the same node.
+INSERT_STEP = (
+    f"INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name,"
+    " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
+    " chunk_index, chunk, error, created_at, started_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, '', %s, %s)"
+    " RETURNING id"
+)
+
+# Many ready leaf steps of one node (a fan-out's chunks), sent with executemany.
+# durable_step_key as above.
+INSERT_READY_CHILD = (
+    f"INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name,"
+    " status, attempts, max_attempts, run_at, lease_owner, remaining, chunk_index,"
+    " chunk, error, created_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, 'ready', 0, %s, %s, '', 0, %s, %s::jsonb, '', %s)"
+)
+
+# --- finishing steps --------------------------------------------------------------------------
+# Complete a claimed leaf step, fenced by its claim token (status and attempts), and read its
+# parent's row, which the graph advances through. Primary keys.
+CHECKPOINT = (
+    f"WITH done AS (UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
+    " WHERE id = %s AND status = 'running' AND attempts = %s RETURNING parent_id)"
+    f" SELECT {step_columns('p')}"
+    f" FROM done LEFT JOIN {STEP} AS p ON p.id = done.parent_id"
+)
+
+# A leaf step's checkpoint that also completes its parent, the root step, and the instance:
+# the parent and the instance only if the fenced leaf UPDATE found its row. Primary keys.
+CHECKPOINT_LAST = (
+    f"WITH done AS (UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
+    " WHERE id = %s AND status = 'running' AND attempts = %s RETURNING parent_id),"
+    f" root AS (UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s WHERE id = (SELECT parent_id FROM done) AND status = 'running'"
+    " RETURNING id),"
+    f" finished AS (UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
+    " AND EXISTS (SELECT 1 FROM root) RETURNING id)"
+    " SELECT 1 FROM done"
+)
+
+# A leaf step's checkpoint that also activates the next step of its parent sequence,
+# inserted ready or already claimed by this worker (chaining): one round trip per step of a
+# sequence. The insert happens only if the fenced UPDATE found the step and the parent step
+# is still running as the expected node; the caller tells apart "fenced" (no ``done`` row)
+# and "nothing inserted". Primary keys; durable_step_key checks the new row.
+CHECKPOINT_AND_INSERT_NEXT = (
+    f"WITH done AS (UPDATE {STEP} SET status = 'completed', output = %(output)s::jsonb,"
+    " finished_at = %(now)s, lease_owner = '', lease_expires_at = NULL, error = ''"
+    " WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s"
+    " RETURNING parent_id),"
+    f" nxt AS (INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name,"
+    " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
+    " chunk_index, chunk, error, created_at, started_at)"
+    " SELECT p.instance_id, p.id, p.key || %(suffix)s, %(node_id)s, %(kind)s, %(name)s,"
+    " %(status)s, %(new_attempts)s, %(max_attempts)s, %(run_at)s, %(owner)s, %(expires)s, 0,"
+    " NULL, NULL, '', %(now)s, %(started)s"
+    f" FROM {STEP} AS p WHERE p.id = (SELECT parent_id FROM done)"
+    " AND p.status = 'running' AND p.node_id = %(parent_node)s"
+    " RETURNING id, key)"
+    " SELECT EXISTS (SELECT 1 FROM done), (SELECT id FROM nxt), (SELECT key FROM nxt)"
+)
+
+# Complete a claimed leaf step with a Break's value, fenced as CHECKPOINT; its enclosing
+# loop is then ended by the loop's kind. Primary key.
+CHECKPOINT_BREAK = (
+    f"UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s, lease_owner = '', lease_expires_at = NULL, error = ''"
+    " WHERE id = %s AND status = 'running' AND attempts = %s"
+)
+
+# Complete a composite step (no claim to fence). Primary key.
+COMPLETE_STEP = (
+    f"UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id"
+)
+
+# Complete the root step and its instance in one statement, in that order. Primary keys.
+COMPLETE_ROOT = (
+    f"WITH done AS (UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id)"
+    f" UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
+    " AND EXISTS (SELECT 1 FROM done)"
+)
+
+# Complete an unfinished instance with its result. Primary key.
+COMPLETE_INSTANCE = (
+    f"UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
+)
+
+# One child of a join finished: count it down and return what is left. The UPDATE locks the
+# parent row, so siblings finishing at once count down one by one. Primary key.
+DECREMENT = (
+    f"UPDATE {STEP} SET remaining = remaining - 1"
+    " WHERE id = %s AND status = 'running' RETURNING remaining"
+)
+
+# Set a composite step's counter (a loop's iterations started). Primary key.
+SET_REMAINING = f"UPDATE {STEP} SET remaining = %s WHERE id = %s"
+
+# --- failing, retrying, cancelling ------------------------------------------------------------
+# Fail a running step (FAIL_STEP_FENCED adds the claim token). Primary key.
+FAIL_STEP = (
+    f"UPDATE {STEP} SET status = 'failed', error = %s, finished_at = %s,"
+    " lease_owner = '', lease_expires_at = NULL WHERE id = %s AND status = 'running'"
+)
+FAIL_STEP_FENCED = FAIL_STEP + " AND attempts = %s"
+
+# Put a claimed step back to ready at run_at after an error (an attempt used). Primary key.
+RETRY_STEP = (
+    f"UPDATE {STEP} SET status = 'ready', error = %s, run_at = %s,"
+    " lease_owner = '', lease_expires_at = NULL"
+    " WHERE id = %s AND status = 'running' AND attempts = %s"
+)
+
+# Put a claimed step back to ready at run_at without using up an attempt: max_attempts grows
+# with attempts, which must keep rising because it is the claim token. Primary key.
+RESCHEDULE_STEP = (
+    f"UPDATE {STEP} SET status = 'ready', run_at = %s, error = %s,"
+    " max_attempts = max_attempts + 1, lease_owner = '', lease_expires_at = NULL"
+    " WHERE id = %s AND status = 'running' AND attempts = %s"
+)
+
+# Fail or cancel an unfinished instance; of two transactions doing so, one wins. Primary key.
+FINISH_INSTANCE = (
+    f"UPDATE {INSTANCE} SET status = %s, error = %s, finished_at = %s"
+    " WHERE id = %s AND status IN ('pending', 'running')"
+)
+
+# Cancel every unfinished step of an instance (it failed or was cancelled): their workers'
+# checkpoints are fenced off. Walks this instance's part of durable_step_key.
+CANCEL_INSTANCE_STEPS = (
+    f"UPDATE {STEP} SET status = 'cancelled', finished_at = %s,"
+    " lease_owner = '', lease_expires_at = NULL"
+    " WHERE instance_id = %s AND status IN ('ready', 'running')"
+)
+
+# Cancel every unfinished step below a step (a race's losers, a broken loop's body): the
+# LIKE prefix (key || '/%') walks this instance's part of durable_step_key.
+CANCEL_BELOW = (
+    f"UPDATE {STEP} SET status = 'cancelled', finished_at = %s,"
+    " lease_owner = '', lease_expires_at = NULL"
+    " WHERE instance_id = %s AND key LIKE %s AND status IN ('ready', 'running')"
+)
+
+# Delete one step and its subtree (a loop's iteration older than its history), by key and
+# key prefix on durable_step_key; the rows' foreign keys are checked at commit.
+DELETE_SUBTREE = f"DELETE FROM {STEP} WHERE instance_id = %s AND (key = %s OR key LIKE %s)"
+
+# Note a failed on_failure hook in the instance's error. Primary key.
+APPEND_INSTANCE_ERROR = f"UPDATE {INSTANCE} SET error = error || %s WHERE id = %s"
+
+# --- signals and waits ------------------------------------------------------------------------
+# Serialise signal() with the activation of a wait for the same signal: a transaction-scoped
+# advisory lock on "signal/<instance>/<name>". No table.
+LOCK_SIGNAL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+
+# Bind the oldest kept signal of this name to a wait step and return its data:
+# durable_signal_kept (instance, name, id; only kept signals indexed).
+TAKE_KEPT_SIGNAL = (
+    f"UPDATE {SIGNAL} SET step_id = %s, consumed_at = %s WHERE id = ("
+    f" SELECT id FROM {SIGNAL} WHERE instance_id = %s AND name = %s"
+    " AND step_id IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    " RETURNING data"
+)
+
+# The data of the signal a woken wait took: durable_signal_step.
+SIGNAL_OF_STEP = f"SELECT data FROM {SIGNAL} WHERE step_id = %s ORDER BY id LIMIT 1"
+
+# Make a waiting step due now (its signal arrived). Primary key.
+WAKE_STEP = f"UPDATE {STEP} SET run_at = %s WHERE id = %s"
+
+# Lock an instance row while a signal is delivered, ordering it against the transaction that
+# finishes the instance. Primary key.
+LOCK_INSTANCE_FOR_SIGNAL = f"SELECT status, owner_id FROM {INSTANCE} WHERE id = %s FOR UPDATE"
+
+# The oldest ready wait step of these nodes that has no signal yet, locked: this instance's
+# part of durable_step_key, then durable_signal_step for the NOT EXISTS.
+WAITING_STEP = (
+    f"SELECT s.id FROM {STEP} AS s WHERE s.instance_id = %s"
+    " AND s.node_id = ANY(%s) AND s.status = 'ready'"
+    f" AND NOT EXISTS (SELECT 1 FROM {SIGNAL} AS g WHERE g.step_id = s.id)"
+    " ORDER BY s.id LIMIT 1 FOR UPDATE"
+)
+
+# The open waits of an instance (ready steps of the waiting kinds), with whether a signal
+# arrived: this instance's part of durable_step_key, durable_signal_step for the EXISTS.
+OPEN_WAITS = (
+    "SELECT s.id, s.key, s.node_id, s.kind, s.created_at,"
+    f" EXISTS (SELECT 1 FROM {SIGNAL} AS g WHERE g.step_id = s.id)"
+    f" FROM {STEP} AS s WHERE s.instance_id = %s AND s.kind = ANY(%s)"
+    " AND s.status = 'ready' ORDER BY s.id"
+)
+
+# --- progress (current_step) ------------------------------------------------------------------
+# The running, else ready, else last finished leaf step of an instance (composite kinds
+# excluded by name): this instance's part of durable_step_key.
+CURRENT_LEAF = (
+    f"SELECT id, node_id, kind, status, parent_id FROM {STEP}"
+    " WHERE instance_id = %s AND kind <> ALL(%s)"
+    " ORDER BY CASE status WHEN 'running' THEN 0 WHEN 'ready' THEN 1 ELSE 2 END,"
+    " (CASE WHEN status IN ('running', 'ready') THEN id ELSE -id END) LIMIT 1"
+)
+
+# Chunks of one fan-out: completed and all. durable_step_children.
+CHUNKS_DONE = (
+    "SELECT count(*) FILTER (WHERE status = 'completed'), count(*)"
+    f" FROM {STEP} WHERE parent_id = %s"
+)
+
+# Distinct graph nodes among these that completed (steps outside fan-outs): this instance's
+# part of durable_step_key.
+NODES_DONE = (
+    f"SELECT count(DISTINCT node_id) FROM {STEP} WHERE instance_id = %s"
+    " AND status = 'completed' AND node_id = ANY(%s)"
+)
