@@ -281,10 +281,14 @@ def test_https_redirect_and_hsts_when_switched_on(client, settings):
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     if args[0] == "shell":
         args = ("shell", "--verbosity", "0", *args[1:])
+    environment = child_env(**env)  # this process's DEBUG is dropped; env says what it is
+    # A browser test's switch must not leak into a production-like process (check --deploy
+    # rightly warns about it).
+    environment.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env=child_env(**env),  # this process's DEBUG is dropped; env says what it is
+        env=environment,
         capture_output=True,
         text=True,
         timeout=120,
