@@ -105,7 +105,7 @@ def main() -> int:
     )
     for repeat in range(args.repeats):
         for name, make, prepared in variants if repeat % 2 == 0 else variants[::-1]:
-            engine._graphs.clear()
+            engine.clear_graph_cache()
             with connection.cursor() as cursor:
                 cursor.execute("TRUNCATE durable_instance, durable_step CASCADE")
             with transaction.atomic():
