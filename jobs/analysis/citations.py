@@ -29,12 +29,23 @@ __all__ = ["NUMERIC", "STYLES", "Citation", "detect_style", "language_hint", "pa
 # Words joining the names of one work's authors.
 _CONN = r"(?:\s*,\s*(?:&|and|und)\s+|\s+(?:&|and|und)\s+|\s*/\s*|\s*,\s*)"
 # "et al." (possessive "et al.'s" included), German "u. a.".
-_ETAL = r"(?:\s+(?:et\s+al\.?(?:['\u2019]s)?|u\.\s?a\.|et\s+al\.,?))"
-_CHAIN = re.compile(rf"({_NAME}(?:{_CONN}{_NAME})*)({_ETAL})?\s*,?\s*$")
-_YEAR_TOKEN = re.compile(rf"(?<![\w/.\-\u2013])({YEAR}|n\.\s?d\.|o\.\s?J\.)([a-z])?(?![\w])")
+# APA 7 may name several authors before it ("Huppmann, Rogelj, Kriegler, Krey, et al., 2018").
+_ETAL = r"(?:\s*,?\s+(?:et\s+al\.?(?:['\u2019]s)?|u\.\s?a\.|et\s+al\.,?))"
+# Initials in front of a surname: APA disambiguates same-surname authors so ("E. A. Abozinadah").
+_INITIALS_BEFORE = r"(?:[A-Z]\.(?:\s?-?[A-Z]\.)*\s)?"
+_CHAIN = re.compile(
+    rf"({_INITIALS_BEFORE}{_NAME}(?:{_CONN}{_INITIALS_BEFORE}{_NAME})*)({_ETAL})?\s*,?\s*$"
+)
+# The year of a marker with its suffix: "2020a", and citeproc's doubled "2020aa" (DIN 1505-2).
+# A republished work gives the original year first: "(Ward, 2014/2022)" cites the 2022 edition.
+_YEAR_TOKEN = re.compile(
+    rf"(?<![\w/.\-\u2013])(?:{YEAR}/(?={YEAR}))?"
+    rf"({YEAR}|n\.\s?d\.|o\.\s?J\.|no\s+date)([a-z]{{1,2}})?(?![\w])"
+)
 _LOCATOR_BEFORE = re.compile(r"(?:\b(?:p|pp|S|s|Rn|para|ch|Kap|vol|Bd|no|Nr)\.?\s*)$")
 _NARRATIVE_CONTENT = re.compile(
-    rf"^\s*(?:{YEAR}[a-z]?|n\.\s?d\.|o\.\s?J\.)(?:\s*,\s*(?:{YEAR}[a-z]?))*"
+    rf"^\s*(?:(?:{YEAR}/)?{YEAR}[a-z]{{0,2}}|n\.\s?d\.|o\.\s?J\.|no\s+date)"
+    rf"(?:\s*,\s*(?:{YEAR}[a-z]{{0,2}}))*"
     r"(?:\s*,\s*(?:p|pp|S|s)\.\s*[\dIVXivx]+(?:\s*[\u2013\-]\s*\d+)?(?:\s*f{1,2}\.)?"
     # Harvard's colon locator: "Helfat et al. (2007: 4)".
     r"|\s*:\s*\d+(?:\s*[\u2013\-]\s*\d+)?)?\s*$"
@@ -132,6 +143,12 @@ _PARTICLES = {
     "st.",
     "mc",
 }
+_PARTICLE_WORDS = "van|von|de|der|den|del|della|di|da|du|le|la|ten|ter|dos|das|des|zu"
+# "Sebille, E. van", "WALT, STÉFAN J. VAN DER": a particle after the given names of a surname.
+_INVERTED_PARTICLE = re.compile(
+    rf"(?:^|[;&]\s*|,\s+)([^\W\d_][\w'\u2019\-]*),\s+(?:[^\W\d_][\w.\-]*\s+){{1,4}}?"
+    rf"((?i:{_PARTICLE_WORDS})(?:\s+(?i:{_PARTICLE_WORDS}))*)(?=\s*[,;:.(&]|\s+(?:and|&)\s)"
+)
 # Sentence adverbs that open a sentence with a comma, like a surname in an author list would.
 _CONNECTIVES = frozenset(
     [
@@ -227,6 +244,16 @@ class _Vocabulary:
                 self.surnames.update(f.split())
                 if " " in f:
                     self.multiword.add(f)
+        # Surnames with their particles as the text cites them: "van Sebille" whether the list
+        # prints "van Sebille, E." or moves the particle behind the given names, as APA and
+        # DIN 1505-2 do ("Sebille, E. van", "WALT, STÉFAN J. VAN DER").
+        self.particled: set[str] = {m for m in self.multiword if m.split()[0] in _PARTICLES}
+        for r in refs:
+            for m in _INVERTED_PARTICLE.finditer(r.text[:400]):
+                self.particled.add(fold(f"{m.group(2)} {m.group(1)}"))
+        # Names longer than eight words are not looked for in the text (cost stays linear).
+        self.longest = min(8, max((len(m.split()) for m in self.multiword), default=0))
+        self.multi_first = {m.split()[0] for m in self.multiword}
 
     def is_prose(self, word: str) -> bool:
         f = fold(word)
@@ -237,6 +264,56 @@ class _Vocabulary:
 
 def _split_chain(chain: str) -> list[str]:
     return [p for p in re.split(_CONN, chain) if p]
+
+
+def _bare(name: str) -> str:
+    """A chain name without the initials APA puts before it: "E. A. Abozinadah" -> "Abozinadah"."""
+    return re.sub(r"^[A-Z]\.(?:\s?-?[A-Z]\.)*\s", "", name)
+
+
+def _protect(window: str, vocab: _Vocabulary) -> tuple[str, dict[str, str]]:
+    """``window`` with the words of each name known to be one joined by underscores, and the
+    joined forms mapped back to the text.
+
+    Names of several words ("R Core Team", "Temple Lang", "Gurobi Optimization, LLC") are
+    known from the reference list; a particle before a capitalised surname ("van Sebille",
+    "de Valpine") is one name wherever the list has that surname. The result has the length
+    of ``window``, so offsets found in it hold in the text.
+    """
+    words = list(re.finditer(r"\S+", window))
+    if len(words) < 2:
+        return window, {}
+    out = list(window)
+    joined: dict[str, str] = {}
+    i = 0
+    while i < len(words) - 1:
+        done = 0
+        if fold(words[i].group()) in vocab.multi_first:
+            for k in range(min(vocab.longest, len(words) - i), 1, -1):
+                a, z = words[i].start(), words[i + k - 1].end()
+                cand = window[a:z].rstrip(",;.")
+                if fold(cand) in vocab.multiword:
+                    done = k
+                    z = a + len(cand)
+                    break
+        if not done:
+            k = i
+            while k < len(words) - 1 and words[k].group().lower() in _PARTICLES:
+                k += 1
+            if k > i and words[k].group()[:1].isupper():
+                a, z = words[i].start(), words[k].end()
+                surname = re.sub(r"[^\w'\u2019\-]+$", "", words[k].group())
+                if fold(window[a:z].replace(words[k].group(), surname)) in vocab.particled:
+                    done = k - i + 1
+                    z = words[k].start() + len(surname)
+        if done:
+            token = re.sub(r"[^\w'\u2019\-]", "_", window[a:z])
+            out[a:z] = token
+            joined[token] = window[a:z]
+            i += done
+        else:
+            i += 1
+    return ("".join(out), joined) if joined else (window, {})
 
 
 def _known_name_before(window: str, vocab: _Vocabulary) -> tuple[int, str] | None:
@@ -270,6 +347,7 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
     known = _known_name_before(window, vocab)
     if known:
         return offset + known[0], [known[1]], False
+    window, joined = _protect(window, vocab)
     m = _CHAIN.search(window)
     if not m:
         return None
@@ -277,25 +355,33 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
     chain = m.group(1)
     start = m.start(1)
     names = _split_chain(chain)
-    # Cut at the first name that does not start with a capital (prose such as "see").
-    while names and not names[0][0].isupper():
+
+    def text_of(name: str) -> str:
+        return joined.get(name, name)
+
+    def drop_first() -> None:
+        nonlocal chain, start
         first = names.pop(0)
         rest = chain[len(first) :]
         stripped = re.match(_CONN, rest)
         cut = len(first) + (stripped.end() if stripped else 0)
         chain = chain[cut:]
         start += cut
-    if not names or not names[-1][0].isupper():
+
+    # Cut at the first name that does not start with a capital (prose such as "see"); a
+    # particle joined to its surname ("van_Sebille") is a name.
+    while names and not names[0][0].isupper() and names[0] not in joined:
+        drop_first()
+    if not names or not (names[-1][0].isupper() or names[-1] in joined):
         return None
     # "However, Qian, Hart and Dekker": a leading capitalised prose word is not an author.
-    if len(names) > 1 and vocab.is_prose(names[0]):
-        first = names.pop(0)
-        rest = chain[len(first) :]
-        stripped = re.match(_CONN, rest)
-        cut = len(first) + (stripped.end() if stripped else 0)
-        chain = chain[cut:]
-        start += cut
-    elif len(names) == 1 and vocab.is_prose(names[0]) and _SENTENCE_START.search(window[:start]):
+    if len(names) > 1 and vocab.is_prose(text_of(names[0])):
+        drop_first()
+    elif (
+        len(names) == 1
+        and vocab.is_prose(text_of(names[0]))
+        and _SENTENCE_START.search(window[:start])
+    ):
         return None
     # An author list joins its last name with "and": "Schüler und Schülerinnen, Lucksnat" is prose
     # followed by one author, so only the names after the last comma are kept.
@@ -312,13 +398,17 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
             start += cut
             names = _split_chain(chain)
     # A comma list without a final "and" is a sentence, not an author list: keep the last name.
-    # "Holstead, Kenyon, Rouillard et al." is an author list all the same.
+    # "Holstead, Kenyon, Rouillard et al." is an author list all the same, but a leading word
+    # the reference list does not know is not part of it ("BEP, Martilli et al. (2002)").
     if len(names) > 1 and not m.group(2) and not re.search(r"(?:&|\band\b|\bund\b|/)", chain):
         last = names[-1]
         idx = chain.rfind(last)
         start += idx
         chain = chain[idx:]
         names = [last]
+    elif len(names) > 1 and etal and not joins and vocab.surnames:
+        while len(names) > 1 and fold(_bare(text_of(names[0]))) not in vocab.surnames:
+            drop_first()
     # Multi-word surnames ("van der Berg", "De Vries") known from the reference list.
     before = window[:start].rstrip()
     words = before.split()
@@ -331,6 +421,7 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
                 start = len(before) - len(" ".join(words[-k:]))
                 names[0] = cand
                 break
+    names = [_bare(text_of(n)) for n in names]
     if len(names) == 1:
         # A possessive ("Porter\u2019s (1985) value chain") cites Porter.
         names[0] = re.sub(r"(?<=\w)['\u2019]s?$", "", names[0])
@@ -348,6 +439,8 @@ def _year_key(
     out of the report: ``_with`` (the co-authors it names) and ``_etal``. A key with neither
     cites a single author."""
     year = year.replace(" ", "")
+    if year == "nodate":
+        year = "n.d."
     key = {"author": author, "year": year + (suffix or "")}
     if names and len(names) > 1:
         key["_with"] = list(names[1:])
@@ -429,6 +522,11 @@ def _author_year_markers(
             break
         content = text[i + 1 : j]
         cite = None
+        if "(" in content:
+            # "(based on (Grevesse et al., 2007), (Scott et al., 2015))", "(e.g. ICON (Giorgetta
+            # u. a., 2018), CESM (...))": the markers are the inner parentheses.
+            i = text.find("(", i + 1)
+            continue
         if _IBID.match(content):
             prior = out[-1].keys if out else previous
             if prior:

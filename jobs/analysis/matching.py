@@ -15,10 +15,11 @@ import re
 import unicodedata
 from collections import defaultdict
 
-from rapidfuzz import process
+from rapidfuzz import fuzz, process
 from rapidfuzz.distance import OSA
 
 from .references import Reference
+from .styles.names import PARTICLES as _PARTICLES
 from .text import fold
 
 VERDICTS = ("verified", "missing_reference", "year_mismatch", "author_mismatch", "ambiguous")
@@ -30,16 +31,37 @@ SEVERITY = {
     "author_mismatch": 1,
     "verified": 0,
 }
-_YEAR = re.compile(r"^(\d{4}|n\.d\.|o\.J\.)([a-z]?)$")
+_YEAR = re.compile(r"^(\d{4}|n\.d\.|o\.J\.|nodate)([a-z]{0,2})$", re.IGNORECASE)
+# "no date" in any of its spellings is one year key: the empty one.
+_NO_DATE = frozenset(["n.d.", "o.j.", "nodate"])
 
 
 def split_year(year: str | None) -> tuple[str, str]:
-    """``"2020a"`` -> ``("2020", "a")``."""
+    """``"2020a"`` -> ``("2020", "a")``; no year, ``n.d.`` and ``o. J.`` -> ``("", "")``.
+
+    citeproc doubles the suffix letter in some styles (DIN 1505-2 prints "2017aa" in the text
+    for "2017a" in the list): a doubled letter counts once.
+    """
     if not year:
         return "", ""
     y = year.replace(" ", "")
     m = _YEAR.match(y)
-    return (m.group(1), m.group(2)) if m else (y, "")
+    if not m:
+        return y, ""
+    base, suffix = m.group(1), m.group(2).lower()
+    if base.lower() in _NO_DATE:
+        base = ""
+    if len(suffix) == 2 and suffix[0] == suffix[1]:
+        suffix = suffix[0]
+    return base, suffix
+
+
+def strip_particles(folded: str) -> str:
+    """``"van der walt"`` -> ``"walt"``; a name of particles alone stays as it is."""
+    words = folded.split()
+    while len(words) > 1 and words[0] in _PARTICLES:
+        words.pop(0)
+    return " ".join(words)
 
 
 def _ascii(s: str) -> str:
@@ -56,18 +78,31 @@ def close_enough(a: str, b: str) -> bool:
     return OSA.distance(a, b, score_cutoff=1) <= 1
 
 
+# A "closest entry" hint is given only when the names are this similar (rapidfuzz ratio, 0-100):
+# a far-fetched suggestion is noise, not help.
+CLOSEST_CUTOFF = 75.0
+# The hint looks at no more than this many entries (those of the cited year, then those whose
+# surname starts alike), so its cost per citation is bounded whatever the list's length.
+CLOSEST_CANDIDATES = 400
+
+
 class Index:
-    """Lookup tables over the reference list."""
+    """Lookup tables over the reference list.
+
+    Entries are keyed by first-author surname (case-folded; also without its leading
+    particles, and by the last word of a multi-word name) and year (``""`` for an entry with
+    no year). Every lookup is a dictionary access; the fuzzy searches look only at the entries
+    of one year or one surname prefix.
+    """
 
     def __init__(self, refs: list[Reference]) -> None:
         self.refs = refs
         self.by_author_year: dict[tuple[str, str], list[int]] = defaultdict(list)
         self.by_author: dict[str, list[int]] = defaultdict(list)
         self.by_year: dict[str, list[int]] = defaultdict(list)
+        self.by_prefix: dict[str, list[int]] = defaultdict(list)
         self.by_number: dict[int, list[int]] = defaultdict(list)
-        self.surnames: dict[str, str] = {}
         self.folded: dict[int, str] = {}
-        self._choices: list[str] | None = None
         for r in refs:
             if r.number is not None:
                 self.by_number[r.number].append(r.index)
@@ -76,29 +111,51 @@ class Index:
             a = fold(r.authors[0])
             self.folded[r.index] = a
             base, _ = split_year(r.year)
-            self.by_author_year[a, base].append(r.index)
-            self.by_author[a].append(r.index)
             self.by_year[base].append(r.index)
-            self.surnames.setdefault(a, r.authors[0])
-            # "van der Berg" is also cited as "Berg" by some authors.
-            last = a.split()[-1]
-            if last != a:
-                self.by_author_year[last, base].append(r.index)
-                self.by_author[last].append(r.index)
-            # A group author's abbreviation ("WHO" for "World Health Organization").
-            for alias in {fold(x) for x in r.aliases} - {a, last}:
-                self.by_author_year[alias, base].append(r.index)
-                self.by_author[alias].append(r.index)
+            self.by_prefix[_ascii(a)[:2]].append(r.index)
+            # "van der Berg" is also cited as "Berg"; a group author by its abbreviation
+            # ("WHO" for "World Health Organization").
+            names = {a, strip_particles(a), a.split()[-1], *(fold(x) for x in r.aliases)}
+            for name in names:
+                self.by_author_year[name, base].append(r.index)
+                self.by_author[name].append(r.index)
 
-    def closest(self, author: str) -> Reference | None:
-        if not self.surnames:
+    def lookup(self, author: str) -> list[str]:
+        """The keys a cited surname may be listed under: as cited, then without particles."""
+        a = fold(author)
+        bare = strip_particles(a)
+        return [a] if bare == a else [a, bare]
+
+    def near(self, author: str, base: str) -> list[int]:
+        """Entries of year ``base`` whose first author is a small edit away from ``author``."""
+        a = fold(author)
+        out = []
+        for i in self.by_year.get(base, []):
+            other = self.folded[i]
+            if close_enough(a, other):
+                out.append(i)
+                continue
+            bare, other_bare = strip_particles(a), strip_particles(other)
+            if (bare != a or other_bare != other) and close_enough(bare, other_bare):
+                out.append(i)
+        return out
+
+    def closest(self, author: str, base: str = "") -> Reference | None:
+        """The entry whose first author is most like ``author``, if one is close enough.
+
+        Candidates are the entries of the cited year and those whose surname starts with the
+        same two letters, at most ``CLOSEST_CANDIDATES`` of them: never the whole list.
+        """
+        a = fold(author)
+        seen: dict[int, str] = {}
+        for i in [*self.by_year.get(base, []), *self.by_prefix.get(_ascii(a)[:2], [])]:
+            if len(seen) >= CLOSEST_CANDIDATES:
+                break
+            seen.setdefault(i, self.folded[i])
+        if not seen:
             return None
-        if self._choices is None:
-            self._choices = list(self.surnames)
-        hit = process.extractOne(fold(author), self._choices)
-        if not hit:
-            return None
-        return self.refs[self.by_author[hit[0]][0]]
+        hit = process.extractOne(a, seen, scorer=fuzz.ratio, score_cutoff=CLOSEST_CUTOFF)
+        return self.refs[hit[2]] if hit else None
 
 
 _TRUNCATED = re.compile(r"\b(?:et\s+al\.?|u\.\s?a\.|and others)", re.IGNORECASE)
@@ -132,7 +189,11 @@ def _fits(key: dict, ref: Reference) -> bool:
     named = 1 + len(others)
     if etal:
         return truncated or count > max(named, 2)
-    return count == named or (truncated and count <= named)
+    if truncated:
+        # A list cut short with "et al." has more authors than it prints, and at least three
+        # (two are always both named): a marker naming exactly two is another work.
+        return named >= max(count + 1, 3)
+    return count == named
 
 
 def narrow(key: dict, refs: list[Reference], idx: list[int]) -> list[int]:
@@ -148,6 +209,29 @@ def _years(refs: list[Reference], idx: list[int]) -> str:
     return ", ".join(ys)
 
 
+def _pick(key: dict, refs: list[Reference], idx: list[int], suffix: str) -> list[int]:
+    """Among entries of one first author and year, those the marker means: its suffix letter
+    first, then the co-authors it names."""
+    if suffix:
+        exact = [i for i in idx if split_year(refs[i].year)[1] == suffix]
+        if not exact:
+            return []
+        idx = exact
+    return narrow(key, refs, idx) if len(idx) > 1 else idx
+
+
+def _undated(key: dict, refs: list[Reference], idx: list[int], suffix: str) -> list[int]:
+    """Entries printed without a year (DIN 1505-2 prints none for many web sources) that a dated
+    marker may cite. citeproc gives the works of one author and year their suffix letters in
+    list order, so with several such entries the letter picks one by position."""
+    idx = narrow(key, refs, idx) if len(idx) > 1 else idx
+    if len(idx) > 1 and suffix and len(suffix) == 1:
+        pos = ord(suffix) - ord("a")
+        if 0 <= pos < len(idx):
+            return [idx[pos]]
+    return idx
+
+
 def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
     """(verdict, matched entry indices, reason) for one key of a citation."""
     refs = index.refs
@@ -160,45 +244,52 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
             return "ambiguous", hits, f"{len(hits)} entries are numbered [{n}]"
         return "missing_reference", [], f"no entry numbered [{n}]"
     author, year = key.get("author", ""), key.get("year", "")
-    a = fold(author)
     base, suffix = split_year(year)
-    cands = index.by_author_year.get((a, base), [])
+    names = index.lookup(author)
+    cands: list[int] = []
+    for a in names:
+        cands = index.by_author_year.get((a, base), [])
+        if cands:
+            break
     if cands:
-        if suffix:
-            exact = [i for i in cands if split_year(refs[i].year)[1] == suffix]
-            if len(exact) > 1:
-                exact = narrow(key, refs, exact)
-            if len(exact) == 1:
-                return "verified", exact, f"matches {refs[exact[0]].label()}"
-            if len(exact) > 1:
+        picked = _pick(key, refs, cands, suffix)
+        if len(picked) == 1:
+            return "verified", picked, f"matches {refs[picked[0]].label()}"
+        if len(picked) > 1:
+            how = "with the same suffix" if suffix else "without a/b suffixes"
+            return (
+                "ambiguous",
+                picked,
+                f"{len(picked)} entries by {author} {year} {how}; the citation cannot tell them apart",
+            )
+        return (
+            "year_mismatch",
+            [],
+            f"no entry by {author} for {year}; listed: {_years(refs, cands)}",
+        )
+    listed = next((index.by_author[a] for a in names if a in index.by_author), [])
+    if listed:
+        undated = [i for i in listed if not split_year(refs[i].year)[0]] if base else []
+        if undated:
+            hits = _undated(key, refs, undated, suffix)
+            if len(hits) == 1:
                 return (
-                    "ambiguous",
-                    exact,
-                    f"{len(exact)} entries by {author} {year}; give them distinct a/b suffixes",
+                    "verified",
+                    hits,
+                    f"matches {refs[hits[0]].label()} (the entry gives no year)",
                 )
             return (
-                "year_mismatch",
-                [],
-                f"no entry by {author} for {year}; listed: {_years(refs, cands)}",
+                "ambiguous",
+                hits,
+                f"{len(hits)} entries by {author} without a year; the citation cannot tell them apart",
             )
-        if len(cands) > 1:
-            cands = narrow(key, refs, cands)
-        if len(cands) == 1:
-            return "verified", cands, f"matches {refs[cands[0]].label()}"
-        return (
-            "ambiguous",
-            cands,
-            f"{len(cands)} entries by {author} {year} without a/b suffixes; the citation cannot tell them apart",
-        )
-    listed = index.by_author.get(a)
-    if listed:
         # The entries of other years are not what the marker cites, so they stay uncited.
         return (
             "year_mismatch",
             [],
-            f"{author} is listed for {_years(refs, listed)}, not {year}",
+            f"{author} is listed for {_years(refs, listed)}, not {year or 'n.d.'}",
         )
-    near = [i for i in index.by_year.get(base, []) if close_enough(a, index.folded[i])]
+    near = index.near(author, base)
     if near:
         if suffix:
             same = [i for i in near if split_year(refs[i].year)[1] == suffix]
@@ -207,11 +298,11 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
         return (
             "author_mismatch",
             near,
-            f"no entry by {author}; closest: {first.authors[0]} {first.year} (surname spelt differently)",
+            f"no entry by {author}; closest: {first.authors[0]} {first.year or 'n.d.'} (surname spelt differently)",
         )
-    closest = index.closest(author)
+    closest = index.closest(author, base)
     hint = f"; closest: {closest.authors[0]} {closest.year or 'n.d.'}" if closest else ""
-    return "missing_reference", [], f"no entry by {author} for {year}{hint}"
+    return "missing_reference", [], f"no entry by {author} for {year or 'n.d.'}{hint}"
 
 
 def judge(citation: dict, index: Index) -> dict:

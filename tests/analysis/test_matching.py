@@ -94,9 +94,9 @@ def test_matching_a_listed_author_never_scans_the_reference_list(monkeypatch):
         scans["close_enough"] += 1
         return real_close(a, b)
 
-    def counting_closest(self, author):
+    def counting_closest(self, author, base=""):
         scans["closest"] += 1
-        return real_closest(self, author)
+        return real_closest(self, author, base)
 
     monkeypatch.setattr(matching, "close_enough", counting_close)
     monkeypatch.setattr(matching.Index, "closest", counting_closest)

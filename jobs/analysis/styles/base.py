@@ -17,8 +17,10 @@ from typing import Protocol
 
 # A publication year: 1500-2099.
 YEAR = r"(?:1[5-9]\d\d|20\d\d)"
-# A surname as the text cites it: a letter, then letters, apostrophes and hyphens.
-NAME = r"[^\W\d_][\w'\u2019\-]*"
+# A surname as the text cites it: a letter, then letters, apostrophes and hyphens (no digits:
+# "SS3" is a program's name). An underscore joins the words of a name known to be one
+# ("R_Core_Team", "van_Sebille"; see ``citations._protect``).
+NAME = r"[^\W\d_](?:[^\W\d]|['\u2019\-])*"
 # Any year in running text, with an optional suffix letter ("2020a"), not inside a number,
 # a DOI or a date such as "2020/21".
 ANY_YEAR = re.compile(rf"(?<![\d/.\-])({YEAR})([a-z]?)(?![\d/])")

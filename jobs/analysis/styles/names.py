@@ -15,6 +15,12 @@ INITIALS = re.compile(r"^(?:[A-Z][a-z]?\.\s?-?)+$|^[A-Z]{1,3}$")
 ABBREVIATED = re.compile(r"^(.*?\S)\s*[\[(]\s*([A-Z][A-Za-z&]{1,11})\s*[\])]$")
 # "DLT \u2013 Deutscher Landkreistag": the short form first, then the full name.
 ABBREVIATION_FIRST = re.compile(r"^([A-Z][A-Za-z&0-9]{1,11})\s+[\u2013\u2014-]\s+(\S.*)$")
+# Lower-case name particles a marker may keep or drop: "van Sebille" is listed as "van Sebille,
+# E." (Harvard), "Sebille, E. van" (APA) or "SEBILLE, ERIK VAN" (DIN 1505-2).
+PARTICLES = frozenset(
+    {"van", "von", "de", "der", "den", "del", "della", "di", "da", "du", "le", "la", "ten", "ter"}
+    | {"dos", "das", "des", "zu", "vom", "zum", "zur", "af", "av", "op"}
+)
 # Lower-case words that occur inside the name of an organisation but not in a personal name list.
 _ORG_WORD = re.compile(r"\s(?:of|for|on|the|für)\s")
 
