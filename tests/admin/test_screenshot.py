@@ -43,12 +43,13 @@ SCREENSHOT = Path(__file__).resolve().parents[2] / "bench" / "results" / "dashbo
 
 
 @pytest.fixture
-def browser():
+def browser(monkeypatch):
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
         missing("Chromium is not installed (apt-get install -y chromium)")
     sync_api = import_playwright()
     # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # Set for this test only: later tests' child processes must not inherit the switch.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
