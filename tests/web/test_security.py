@@ -272,6 +272,9 @@ def test_https_redirect_and_hsts_when_switched_on(client, settings):
     secure = client.get(reverse("login"), secure=True)
     assert secure.status_code == 200
     assert secure["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains; preload"
+    # The health probe of a load balancer or container talks plain HTTP to the process.
+    health = client.get(reverse("healthz"))
+    assert health.status_code in (200, 503) and health["Content-Type"] == "application/json"
     # A TLS-terminating proxy that says so: HTTPS, no redirect loop.
     proxied = client.get(reverse("login"), HTTP_X_FORWARDED_PROTO="https")
     assert proxied.status_code == 200
