@@ -127,7 +127,7 @@ _db["CONN_HEALTH_CHECKS"] = True
 _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", 5))
 # Django turns psycopg's prepared statements off (prepare_threshold None) for the sake of
 # transaction-pooling proxies. The durable worker's hot statements (claim, checkpoint, next
-# step) and save_run ask to be prepared explicitly (jobs.prepared.execute_prepared): without
+# step) and save_run ask to be prepared explicitly (jobs.durable.db.execute_prepared): without
 # this PostgreSQL parses and plans each of them afresh, which costs more than running them.
 # Django's own cursors bind client-side and never prepare, so a threshold no statement
 # reaches only lets those explicit requests through. DATABASE_PREPARED_STATEMENTS=0 turns
