@@ -227,10 +227,25 @@ def _order_columns(lines: list[Line], width: float) -> list[Line]:
     left_narrow = [ln for ln in lines if ln.x0 < mid and ln.x1 < mid + 20]
     if len(right) < 4 or len(left_narrow) < 4:
         return lines
+    # Columns are runs of prose starting at one left edge each; a table's cells are short and
+    # start at several edges, and reading them column by column would scatter the text around.
+    left = [ln for ln in lines if ln.x0 <= mid - 10]
+    if not _one_edge(left) or not _one_edge(right):
+        return lines
+    if sorted(len(ln.text) for ln in right)[len(right) // 2] < 25:
+        return lines
     for ln in lines:
         ln.column = 1 if ln.x0 > mid - 10 else 0
     # Stable sort keeps the content-stream order inside each column.
     return sorted(lines, key=lambda ln: ln.column)
+
+
+def _one_edge(lines: list[Line]) -> bool:
+    """Whether most lines start at one left edge (give or take an indent)."""
+    if not lines:
+        return False
+    edge = _mode_x([ln.x0 for ln in lines])
+    return sum(1 for ln in lines if abs(ln.x0 - edge) <= 30) >= 0.7 * len(lines)
 
 
 def _mode_x(xs: list[float]) -> float:
@@ -297,7 +312,9 @@ def _modal_gaps(lines: list[Line]) -> dict[float, float]:
             g = round(a.y - b.y, 1)
             if g > 0:
                 gaps.setdefault(a.size, Counter())[g] += 1
-    return {s: c.most_common(1)[0][0] for s, c in gaps.items()}
+    # Lines are rarely set wider than twice their size; a size seen only in a few headings
+    # has no reliable mode of its own (two one-line headings would read as one paragraph).
+    return {s: min(c.most_common(1)[0][0], 1.8 * s) for s, c in gaps.items()}
 
 
 _SENTENCE_END = re.compile(r"[.!?]$")
@@ -378,7 +395,11 @@ def _entry_ends(a: Line, b: Line, right: float) -> bool:
         return False  # a URL broken inside itself
     if not (url or _SENTENCE_END.search(a.text)):
         return False
-    short = a.x1 < right - 0.15 * max(right - a.x0, 1)
+    # The line was ended on purpose if the next line's first word would have fitted on it
+    # (widths are estimated from the glyph count, hence the margin).
+    word = b.text.split(" ", 1)[0]
+    room = right - a.x1 - 0.05 * max(right - a.x0, 1)
+    short = room > (len(word) + 1) * b.size * 0.5
     return bool(short or _REF_START.match(b.text))
 
 
