@@ -165,6 +165,8 @@ def test_the_admin_runs_under_the_csp_without_violations(
         "/admin/jobs/analysisjob/dashboard/",
         "/admin/auth/user/",
         "/admin/auth/user/add/",
+        "/admin/axes/accessattempt/",
+        "/admin/axes/accesslog/",
     ):
         response = page.goto(url)
         assert response.status == 200, url
