@@ -13,7 +13,7 @@ QuerySet; the named selections (``ghosts``, ``in_flight``, ``unjudged``...) are 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex, OpClass
@@ -93,6 +93,10 @@ class AnalysisJobQuerySet(models.QuerySet):
         return self.alive().filter(
             Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]) | Q(finished_at__gte=since)
         )
+
+    def latest_of_run(self, run_id: uuid.UUID) -> AnalysisJob | None:
+        """The newest job of a run: the one a re-analysis copies, the one a report waits for."""
+        return self.filter(run_id=run_id).order_by("-created_at").first()
 
     def unsaved_work(self, failed_within: timedelta) -> AnalysisJobQuerySet:
         """Work no run shows: queued or running jobs, and failures within ``failed_within`` that
@@ -490,6 +494,17 @@ class JobCitation(models.Model):
         return f"{self.text} → {self.verdict}"
 
 
+class SweeperHeartbeatQuerySet(models.QuerySet):
+    def last_tick_at(self) -> datetime | None:
+        """When any sweeper last ticked (None if none ever did): /healthz reports its age."""
+        return (
+            self.filter(last_tick_at__isnull=False)
+            .order_by("-last_tick_at")
+            .values_list("last_tick_at", flat=True)
+            .first()
+        )
+
+
 class SweeperHeartbeat(models.Model):
     """One row per sweeper process, touched every tick, so operators see who is alive."""
 
@@ -500,6 +515,8 @@ class SweeperHeartbeat(models.Model):
     backstop_in_flight = models.BooleanField(default=False)
     tick_seconds = models.FloatField(default=30)
     stopped_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SweeperHeartbeatQuerySet.as_manager()
 
     class Meta:
         ordering = ["-last_tick_at"]

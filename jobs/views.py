@@ -273,10 +273,8 @@ def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
             ref["lookup_label"] = LOOKUP_LABELS.get(status, status)
     latest = (
         AnalysisJob.objects.owned_by(request.user)
-        .filter(run_id=run.pk)
         .only("id", "status", "created_at")
-        .order_by("-created_at")
-        .first()
+        .latest_of_run(run.pk)
     )
     problems = [c for c in citations if c.get("verdict") in PROBLEM_VERDICTS]
     uncited = [r for r in references if r.get("verdict") == "uncited"]
@@ -319,12 +317,7 @@ def run_report_json(request: HttpRequest, run_id: UUID) -> JsonResponse:
 @require_POST
 def run_reanalyse(request: HttpRequest, run_id: UUID) -> HttpResponse:
     """Queue a new job of the same run from its latest upload; the new report replaces this one."""
-    job = (
-        AnalysisJob.objects.owned_by(request.user)
-        .filter(run_id=run_id)
-        .order_by("-created_at")
-        .first()
-    )
+    job = AnalysisJob.objects.owned_by(request.user).latest_of_run(run_id)
     if job is None:
         # The run exists only if it is ours; either way there is nothing of ours to re-analyse.
         get_object_or_404(AnalysisRun.objects.owned_by(request.user), pk=run_id)
@@ -442,12 +435,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute(PING)
         body["database"] = True
-        last = (
-            SweeperHeartbeat.objects.filter(last_tick_at__isnull=False)
-            .order_by("-last_tick_at")
-            .values_list("last_tick_at", flat=True)
-            .first()
-        )
+        last = SweeperHeartbeat.objects.last_tick_at()
         if last is not None:
             body["sweeper_last_tick_age"] = round((timezone.now() - last).total_seconds(), 1)
     except DatabaseError as exc:
