@@ -18,8 +18,8 @@ from django.core.management import call_command
 from jobs import pipeline
 from jobs.durable import Worker
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus
+from tests.corpus import corpus_dir
 from tests.prerequisites import missing
-from tests.web.conftest import corpus_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

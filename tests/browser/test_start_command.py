@@ -29,9 +29,9 @@ import psutil
 import pytest
 
 from acurio.launcher import AlreadyRunning, RestartPolicy, describe_exit, hold_lock, lock_path
+from tests.corpus import corpus_dir
 from tests.prerequisites import missing
 from tests.processes import child_env
-from tests.web.conftest import corpus_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 THESIS = (

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from jobs.models import AnalysisRun
 from jobs.runs import save_run
+from tests.corpus import corpus_dir
 from tests.prerequisites import missing
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def corpus_dir() -> Path:
-    return Path(os.environ.get("ACURIO_CORPUS") or ROOT.parent / "shared" / "corpus")
 
 
 @pytest.fixture
