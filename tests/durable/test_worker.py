@@ -3,8 +3,10 @@ outlive a deploy, chaining, prepared statements, unknown kinds and deleted insta
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -13,7 +15,9 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs.durable import Worker, recover_expired_leases, result, start, status, task
+from jobs.durable.engine import Txn
 from jobs.durable.models import Instance, Step
+from jobs.durable.state import Graph, Transitions
 from jobs.durable.statements import claim_sql
 from jobs.durable.worker import Heartbeat
 from tests.durable import steps as steps_module
@@ -274,3 +278,26 @@ def test_step_of_a_deleted_instance_is_dropped(worker):
     Instance.objects.filter(pk=iid).delete()
     assert worker.execute(step) == "fenced"
     assert rows() == []
+
+
+# --- the kinds' view of the engine --------------------------------------------------------------
+def parameters(function) -> list[str]:
+    return [p for p in inspect.signature(function).parameters if p != "self"]
+
+
+def test_the_engines_transaction_offers_everything_a_kind_may_call():
+    """Kinds are typed against state.Transitions, not the engine: Txn must keep up with it."""
+    methods = {
+        name
+        for name, member in vars(Transitions).items()
+        if callable(member) and not name.startswith("_")
+    }
+    assert methods, "the protocol lists methods"
+    for name in sorted(methods):
+        offered = getattr(Txn, name, None)
+        assert callable(offered), f"Txn lacks {name}()"
+        expected = parameters(getattr(Transitions, name))
+        assert parameters(offered) == expected, f"Txn.{name}() takes other parameters"
+    txn = Txn(Graph.build(uuid.uuid4(), {"id": 0, "kind": "task"}, None, ""))
+    for name in Transitions.__annotations__:
+        assert hasattr(txn, name), f"Txn lacks the attribute {name}"
