@@ -50,12 +50,14 @@ def jobs_world(make_job, make_run, other_user):
         filename="broken.docx",
         results={},
         error="Could not read the file: the DOCX is damaged",
+        failure_kind="input",
     )
     gave_up = make_job(
         status=JobStatus.FAILED,
         results={},
         filename="slow.pdf",
         error="Gave up after 5 attempts: lease expired",
+        failure_kind="internal",
         owner=other_user,
     )
     running = make_job(
@@ -86,6 +88,9 @@ def jobs_world(make_job, make_run, other_user):
         ("saved_by=client", {"client"}),
         ("saved_by=worker", {"worker"}),
         ("saved_by=legacy", {"legacy"}),
+        ("failure_kind__exact=input", {"unreadable"}),
+        ("failure_kind__exact=internal", {"gave_up"}),
+        ("failure_kind__exact=cancelled", set()),
         ("reason=Could+not+read+the+file", {"unreadable"}),
         ("reason=Gave+up+after+5+attempts", {"gave_up"}),
         ("q=broken", {"unreadable"}),
