@@ -21,6 +21,7 @@ from .styles import NUMERIC, STYLES, detect_style
 from .styles.base import NAME as _NAME
 from .styles.base import YEAR
 from .styles.ieee import BRACKETS as _BRACKETS
+from .styles.names import is_company_suffix
 from .styles.vancouver import PARENS_NUM as _PARENS_NUM
 from .styles.vancouver import SUP_NUMBERS as _SUP_NUMBERS
 from .text import fold
@@ -242,6 +243,9 @@ class _Vocabulary:
                 f = fold(a)
                 self.surnames.add(f)
                 self.surnames.update(f.split())
+                if "," in f and is_company_suffix(f.rsplit(",", 1)[1]):
+                    self.multiword.add(f)
+                    f = f.rsplit(",", 1)[0].strip()  # also cited without its legal form
                 if " " in f:
                     self.multiword.add(f)
         # Surnames with their particles as the text cites them: "van Sebille" whether the list
@@ -280,7 +284,7 @@ def _protect(window: str, vocab: _Vocabulary) -> tuple[str, dict[str, str]]:
     "de Valpine") is one name wherever the list has that surname. The result has the length
     of ``window``, so offsets found in it hold in the text.
     """
-    words = list(re.finditer(r"\S+", window))
+    words = list(re.finditer(r"[^\s(\[\"\u201c\u2018]+", window))
     if len(words) < 2:
         return window, {}
     out = list(window)

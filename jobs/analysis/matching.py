@@ -20,6 +20,7 @@ from rapidfuzz.distance import OSA
 
 from .references import Reference
 from .styles.names import PARTICLES as _PARTICLES
+from .styles.names import is_company_suffix
 from .text import fold
 
 VERDICTS = ("verified", "missing_reference", "year_mismatch", "author_mismatch", "ambiguous")
@@ -116,6 +117,9 @@ class Index:
             # "van der Berg" is also cited as "Berg"; a group author by its abbreviation
             # ("WHO" for "World Health Organization").
             names = {a, strip_particles(a), a.split()[-1], *(fold(x) for x in r.aliases)}
+            # "Uber Technologies, Inc." is cited as "Uber Technologies".
+            if "," in a and is_company_suffix(a.rsplit(",", 1)[1]):
+                names.add(a.rsplit(",", 1)[0].strip())
             for name in names:
                 self.by_author_year[name, base].append(r.index)
                 self.by_author[name].append(r.index)
@@ -127,10 +131,12 @@ class Index:
         return [a] if bare == a else [a, bare]
 
     def near(self, author: str, base: str) -> list[int]:
-        """Entries of year ``base`` whose first author is a small edit away from ``author``."""
+        """Entries of year ``base`` (or of no year) whose first author is a small edit away
+        from ``author``."""
         a = fold(author)
         out = []
-        for i in self.by_year.get(base, []):
+        undated = self.by_year.get("", []) if base else []
+        for i in [*self.by_year.get(base, []), *undated]:
             other = self.folded[i]
             if close_enough(a, other):
                 out.append(i)
@@ -232,6 +238,19 @@ def _undated(key: dict, refs: list[Reference], idx: list[int], suffix: str) -> l
     return idx
 
 
+def _undated_verdict(
+    key: dict, refs: list[Reference], undated: list[int], suffix: str, author: str
+) -> tuple[str, list[int], str]:
+    hits = _undated(key, refs, undated, suffix)
+    if len(hits) == 1:
+        return "verified", hits, f"matches {refs[hits[0]].label()} (the entry gives no year)"
+    return (
+        "ambiguous",
+        hits,
+        f"{len(hits)} entries by {author} without a year; the citation cannot tell them apart",
+    )
+
+
 def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
     """(verdict, matched entry indices, reason) for one key of a citation."""
     refs = index.refs
@@ -252,6 +271,13 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
         if cands:
             break
     if cands:
+        if not any(_fits(key, refs[i]) for i in cands):
+            # "(Donegan & Morris, 2021)" beside "Donegan (2021)" and "Donegan et al. (2021)":
+            # the work it names may be the entry of these authors that prints no year.
+            listed = next((index.by_author[a] for a in names if a in index.by_author), [])
+            undated = [i for i in listed if not split_year(refs[i].year)[0] and _fits(key, refs[i])]
+            if len(undated) == 1 and base:
+                return _undated_verdict(key, refs, undated, suffix, author)
         picked = _pick(key, refs, cands, suffix)
         if len(picked) == 1:
             return "verified", picked, f"matches {refs[picked[0]].label()}"
@@ -262,6 +288,12 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
                 picked,
                 f"{len(picked)} entries by {author} {year} {how}; the citation cannot tell them apart",
             )
+        listed = next((index.by_author[a] for a in names if a in index.by_author), [])
+        undated = [i for i in listed if not split_year(refs[i].year)[0]]
+        if undated and base:
+            # "R Core Team (2023a, 2023bb)" beside one dated and one undated entry: the
+            # suffix the dated one lacks belongs to a work whose year the list leaves out.
+            return _undated_verdict(key, refs, undated, suffix, author)
         return (
             "year_mismatch",
             [],
@@ -271,18 +303,7 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
     if listed:
         undated = [i for i in listed if not split_year(refs[i].year)[0]] if base else []
         if undated:
-            hits = _undated(key, refs, undated, suffix)
-            if len(hits) == 1:
-                return (
-                    "verified",
-                    hits,
-                    f"matches {refs[hits[0]].label()} (the entry gives no year)",
-                )
-            return (
-                "ambiguous",
-                hits,
-                f"{len(hits)} entries by {author} without a year; the citation cannot tell them apart",
-            )
+            return _undated_verdict(key, refs, undated, suffix, author)
         # The entries of other years are not what the marker cites, so they stay uncited.
         return (
             "year_mismatch",

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from .blocks import Block
-from .styles import apa, parse_entry
+from .styles import apa, german, parse_entry
 from .styles.base import ANY_YEAR as _ANY_YEAR
 
 _HEADING = re.compile(
@@ -150,9 +150,13 @@ def parse_reference(index: int, block: Block, numbered: bool) -> Reference:
 
 
 def _looks_like_entry(text: str) -> bool:
-    return len(text) >= 25 and bool(
+    if len(text) >= 25 and (
         _NUMBER.match(text) or _PAREN_YEAR.search(text[:400]) or _ANY_YEAR.search(text)
-    )
+    ):
+        return True
+    # A short entry without a year ("LIU, X. ; CHOW, E.: StokesDT.", "R CORE TEAM: Tcl/tk
+    # interface."): DIN 1505-2 prints no date for many software and web sources.
+    return len(text) >= 12 and german.parse_entry(text) is not None
 
 
 def _starts_entry(line: str) -> bool:

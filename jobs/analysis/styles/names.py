@@ -25,6 +25,19 @@ PARTICLES = frozenset(
 _ORG_WORD = re.compile(r"\s(?:of|for|on|the|für)\s")
 
 
+# "Gurobi Optimization, LLC", "Apple, Inc.": the legal form of a company is part of its name.
+_COMPANY_SUFFIX = re.compile(
+    r"^(?:LLC|L\.L\.C\.|Inc\.?|Ltd\.?|Limited|GmbH|AG|SE|S\.A\.|SA|plc|PLC|Corp\.?|Co\.?|"
+    r"LLP|LP|N\.V\.|B\.V\.|e\.\s?V\.)$",
+    re.IGNORECASE,
+)
+
+
+def is_company_suffix(word: str) -> bool:
+    """Whether ``word`` is the legal form that ends a company's name ("LLC", "Inc.", "GmbH")."""
+    return bool(_COMPANY_SUFFIX.match(word.strip()))
+
+
 def surname_from_given_first(name: str) -> str:
     """``L. N. Gauthier`` -> ``Gauthier``; ``J.-P. de la Cruz`` -> ``de la Cruz``."""
     words = name.split()
@@ -43,6 +56,8 @@ def group_author(segment: str) -> str | None:
     seg = seg.rstrip(" .")
     if not seg or ";" in seg or "/" in seg or re.search(r"(?:^|[\s,])[A-Z][a-z]?\.", seg):
         return None
+    if "," in seg and is_company_suffix(seg.rsplit(",", 1)[1]) and seg.count(",") == 1:
+        return seg
     first = seg.split(",")[0]
     # "and" alone joins two people ("Smith and Jones"); an organisation has other small words.
     org = _ORG_WORD.search(f" {re.sub(r'\s(?:and|und)\s', ' ', first)} ")
