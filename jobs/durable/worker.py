@@ -310,7 +310,7 @@ class Worker:
         with transaction.atomic():
             txn = Txn(graph, self.clock())
             if later is not None and not later.counts:
-                # A wait woken early: back to waiting, no attempt used (see timers.py).
+                # A wait woken early: back to waiting, no attempt used (see kinds/timers.py).
                 run_at = None if later.delay is None else txn.now + timedelta(seconds=later.delay)
                 outcome = "waiting" if txn.reschedule(step, run_at, str(later)) else "fenced"
             elif permanent or step.attempts >= step.max_attempts:
