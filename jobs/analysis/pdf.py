@@ -102,12 +102,9 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
     def close() -> None:
         if not cur:
             return
-        text = "".join(t for *_, t in cur).replace("\n", " ").strip()
+        text = _run_text(cur).replace("\n", " ").strip()
         if text:
-            sizes = Counter()
-            for _, _, s, t in cur:
-                sizes[round(s, 1)] += len(t)
-            size = sizes.most_common(1)[0][0]
+            size = _line_size(cur)
             last = cur[-1]
             x1 = last[0] + len(last[3].rstrip()) * last[2] * 0.5
             lines.append(Line(page_no, cur[0][0], cur[0][1], size, text, x1))
@@ -124,6 +121,67 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
         cur.append(it)
     close()
     return _attach_labels(lines), width, height
+
+
+def _small_caps_ratio(small: float, large: float) -> bool:
+    """Whether ``small`` is the size of synthesized small capitals beside ``large`` capitals."""
+    return large > 0 and 0.55 <= small / large <= 0.9
+
+
+def _run_text(runs: list[tuple[float, float, float, str]]) -> str:
+    """The text of one line's runs, small capitals rejoined and read as lower case.
+
+    Small capitals are printed as a full-size capital and a run of smaller capitals
+    (``M`` + ``OORE``), and pypdf starts every run whose font size changes with a space:
+    ``M OORE , J OHN``. The smaller capitals become the lower-case letters they stand for,
+    and a space that only marks the size change is dropped: before the small capitals that
+    continue a capital, and before a comma, full stop, hyphen or closing parenthesis right
+    after them (no style sets a space there). ``Moore, John`` is what the source said.
+    """
+    parts: list[str] = []
+    prev_size = 0.0
+    prev_text = ""
+    line_size = _line_size(runs)
+    for _, _, size, text in runs:
+        if _small_caps_ratio(size, line_size) and text.isupper():
+            # Small capitals stand for lower-case letters: the source read "Moore", not
+            # "MOORE" (its capitals are printed at full size).
+            text = text.lower()
+        if text.startswith(" ") and prev_text and not prev_text[-1].isspace():
+            body = text.lstrip(" ")
+            if (
+                _small_caps_ratio(size, prev_size)
+                and prev_text[-1].isupper()
+                and body[:1].islower()
+                and body.islower()
+            ):
+                text = text[1:]
+            elif (
+                _small_caps_ratio(prev_size, size)
+                and prev_text.strip().islower()
+                and body[:1] in (",", ".", ")", "-", "'", "\u2019")
+            ):
+                text = body
+        parts.append(text)
+        prev_size, prev_text = size, text
+    return "".join(parts)
+
+
+def _line_size(runs: list[tuple[float, float, float, str]]) -> float:
+    """The font size of a line: the size most of its characters have, small capitals counted
+    at the size of their capitals (a name in small caps is body text, not a footnote)."""
+    sizes: Counter[float] = Counter()
+    upper: Counter[float] = Counter()
+    for _, _, s, t in runs:
+        sizes[round(s, 1)] += len(t)
+        if (t.strip() and t.isupper()) or not any(c.isalpha() for c in t):
+            upper[round(s, 1)] += len(t)
+    size = sizes.most_common(1)[0][0]
+    if upper[size] >= 0.9 * sizes[size]:
+        larger = [s for s in sizes if _small_caps_ratio(size, s)]
+        if larger:
+            return max(larger, key=lambda s: sizes[s])
+    return size
 
 
 # A list label printed on its own: "[12]", "12.", "(12)", "12)" or a bare number.
@@ -318,6 +376,18 @@ def _modal_gaps(lines: list[Line]) -> dict[float, float]:
 
 
 _SENTENCE_END = re.compile(r"[.!?]$")
+# Abbreviations that end a line without ending its sentence ("(vgl.", "et al.", "pp.").
+_ABBREVIATION_END = re.compile(
+    r"(?:^|[\s(\[])(?:vgl|bzw|cf|ca|al|pp|vs|e\.g|i\.e|z\.\s?B|u\.\s?a|ff|Hrsg|[Vv]ol|[Nn]o|eds?|S|p)\.$"
+)
+
+
+def _ends_sentence(text: str) -> bool:
+    """Whether a line ends a sentence: a full stop outside brackets, not an abbreviation's."""
+    if not _SENTENCE_END.search(text) or _ABBREVIATION_END.search(text):
+        return False
+    # An unclosed bracket ("(vgl. Lübke 2024;" ...) holds the sentence open.
+    return text.count("(") <= text.count(")") and text.count("[") <= text.count("]")
 
 
 _REF_START = re.compile(
@@ -332,15 +402,16 @@ def _gap_breaks(a: Line, b: Line, gaps: dict[float, float]) -> bool:
     return gap > normal * 1.2 + 0.5 or gap < -1
 
 
-def _set_regions(lines: list[Line], gaps: dict[float, float]) -> dict[int, str]:
-    """Cut the lines into regions and classify each as 'hanging', 'indent' or 'flat'.
+def _set_regions(lines: list[Line], gaps: dict[float, float]) -> dict[int, tuple[str, float]]:
+    """Cut the lines into regions; classify each as 'hanging', 'indent' or 'flat' with its
+    left edge.
 
     A region is a run of lines of one size in one flow (page and column) with no paragraph gap:
     a reference list, or the paragraphs of a page set without space between them. Reading the
     layout per region rather than per page keeps a hanging reference list apart from the body
     text printed above it on the same page.
     """
-    kinds: dict[int, str] = {}
+    kinds: dict[int, tuple[str, float]] = {}
     group: list[Line] = []
     region = 0
 
@@ -348,17 +419,7 @@ def _set_regions(lines: list[Line], gaps: dict[float, float]) -> dict[int, str]:
         if not group:
             return
         low = min(ln.rel_x for ln in group)
-        high = [low + 2 < ln.rel_x < low + 60 for ln in group]
-        if not any(high):
-            kinds[region] = "flat"
-            return
-        hh = sum(1 for x, y in itertools.pairwise(high) if x and y)
-        ll = sum(1 for x, y in itertools.pairwise(high) if not x and not y)
-        if hh != ll:
-            kinds[region] = "hanging" if hh > ll else "indent"
-        else:
-            # Too few lines to count runs: an entry starts low, a paragraph starts indented.
-            kinds[region] = "indent" if high[0] else "hanging"
+        kinds[region] = (_region_kind(group, low), low)
 
     prev: Line | None = None
     for ln in lines:
@@ -378,6 +439,18 @@ def _set_regions(lines: list[Line], gaps: dict[float, float]) -> dict[int, str]:
     return kinds
 
 
+def _region_kind(group: list[Line], low: float) -> str:
+    high = [low + 2 < ln.rel_x < low + 60 for ln in group]
+    if not any(high):
+        return "flat"
+    hh = sum(1 for x, y in itertools.pairwise(high) if x and y)
+    ll = sum(1 for x, y in itertools.pairwise(high) if not x and not y)
+    if hh != ll:
+        return "hanging" if hh > ll else "indent"
+    # Too few lines to count runs: an entry starts low, a paragraph starts indented.
+    return "indent" if high[0] else "hanging"
+
+
 def _entry_ends(a: Line, b: Line, right: float) -> bool:
     """Whether a paragraph or entry ends after ``a`` and ``b`` starts the next, by content.
 
@@ -393,7 +466,7 @@ def _entry_ends(a: Line, b: Line, right: float) -> bool:
         or (a.text[-1] == "/" and not b.text[:1].isupper() and b.text[:1] != "[")
     ):
         return False  # a URL broken inside itself
-    if not (url or _SENTENCE_END.search(a.text)):
+    if not (url or _ends_sentence(a.text)):
         return False
     # The line was ended on purpose if the next line's first word would have fitted on it
     # (widths are estimated from the glyph count, hence the margin).
@@ -404,7 +477,13 @@ def _entry_ends(a: Line, b: Line, right: float) -> bool:
 
 
 def _joins(
-    a: Line, b: Line, layouts, kinds: dict[int, str], gaps, rights: dict, col_right: float
+    a: Line,
+    b: Line,
+    layouts,
+    kinds: dict[int, tuple[str, float]],
+    gaps,
+    rights: dict,
+    col_right: float,
 ) -> bool:
     """Whether line ``b`` continues the paragraph of line ``a``."""
     if abs(a.size - b.size) > 0.3:
@@ -413,10 +492,11 @@ def _joins(
     if same_flow:
         if _gap_breaks(a, b, gaps):
             return False
-        kind = kinds.get(a.region, "flat")
+        kind, low = kinds.get(a.region, ("flat", 0.0))
         dx = b.rel_x - a.rel_x
         if kind == "hanging":
-            return dx > -2
+            # Every line at the left edge opens an entry, even after a one-line entry.
+            return b.rel_x > low + 2
         if kind == "indent":
             return dx < 2
         if abs(dx) > 2:
