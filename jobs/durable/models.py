@@ -149,6 +149,15 @@ class Instance(models.Model):
 
 class StepQuerySet(models.QuerySet):
     # The claim is not here: it is one hand-written statement (jobs.durable.statements).
+    def of_instance(self, instance_id: uuid.UUID) -> StepQuerySet:
+        """The steps of one instance (durable_step_key leads with the instance)."""
+        return self.filter(instance_id=instance_id)
+
+    def running_tasks(self) -> StepQuerySet:
+        """Task steps a worker is running now (composite steps are "running" from the start,
+        so they are left out)."""
+        return self.filter(status=StepStatus.RUNNING, kind="task")
+
     def expired(self, now: datetime) -> StepQuerySet:
         """Claimed steps whose worker stopped renewing its lease."""
         return self.filter(status=StepStatus.RUNNING, lease_expires_at__lt=now)

@@ -99,6 +99,16 @@ def test_recovered_then_reclaimed_step_never_takes_the_stale_checkpoint():
     assert [r[3] for r in rows()] == [2]
 
 
+def test_running_tasks_of_an_instance_are_the_claimed_ones(worker):
+    iid = start(t("record") >> t("record"))
+    other = start(t("record"))
+    assert not Step.objects.of_instance(iid).running_tasks().exists(), "the sequence only"
+    claimed = worker.claim(limit=2)
+    assert {s.instance_id for s in claimed} == {iid, other}
+    running = Step.objects.of_instance(iid).running_tasks()
+    assert [s.id for s in running] == [s.id for s in claimed if s.instance_id == iid]
+
+
 def test_heartbeat_renews_running_leases_until_the_timeout():
     with time_machine.travel("2026-01-05 10:00:00Z", tick=False) as clock:
         start(t("record", timeout=20))
