@@ -335,11 +335,7 @@ class AnalysisJob(models.Model):
         """
         if self.workflow_id is None:
             return False
-        # Served by the (instance_id, key) unique index of the engine's steps.
-        # (Composite steps such as the root sequence are "running" from the start: tasks only.)
-        return Step.objects.filter(
-            instance_id=self.workflow_id, status="running", kind="task"
-        ).exists()
+        return Step.objects.of_instance(self.workflow_id).running_tasks().exists()
 
 
 class JsonbArrayLength(Func):
