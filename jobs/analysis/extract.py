@@ -13,22 +13,24 @@ import html
 import io
 import re
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import nh3
 
 from .blocks import Block, html_blocks, serialize, walk
 from .errors import AnalysisInputError
 from .htmlprep import CANONICAL_CLASSES, prepare_html
+from .limits import DEFAULT_LIMITS, Limits, megabytes
 from .pdf import pdf_paragraphs
 from .text import INVISIBLE, LIGATURES, clean_chars, join_line_hyphens
 
-DEFAULT_MAX_BYTES = 50 * 1024 * 1024
-# A DOCX is a zip: bound what it may expand to before anything reads it.
+DEFAULT_MAX_BYTES = DEFAULT_LIMITS.max_bytes
+# A DOCX is a zip: bound what it may expand to before anything reads it. Beyond these
+# bomb checks, the XML a reader must parse is bounded by ``Limits.docx_part_bytes`` and
+# ``Limits.docx_xml_bytes``.
 MAX_ZIP_ENTRIES = 2000
 MAX_ZIP_TOTAL = 300 * 1024 * 1024
 MAX_ZIP_RATIO = 200
-MAX_TEXT_CHARS = 30_000_000
 
 FORMATS = ("docx", "pdf", "html", "markdown", "text")
 
@@ -256,7 +258,7 @@ def detect_format(data: bytes, filename: str = "") -> str:
 # ---------------------------------------------------------------- readers
 
 
-def _check_zip(data: bytes) -> zipfile.ZipFile:
+def _check_zip(data: bytes, limits: Limits = DEFAULT_LIMITS) -> zipfile.ZipFile:
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
@@ -282,6 +284,23 @@ def _check_zip(data: bytes) -> zipfile.ZipFile:
     if total > MAX_ZIP_TOTAL:
         raise AnalysisInputError(
             f"The DOCX file would expand to {total // (1024 * 1024)} MB; refusing a likely zip bomb."
+        )
+    # The declared sizes bound what zipfile will inflate (it stops there and checks the CRC),
+    # so they are a safe measure of the XML the reader would parse.
+    xml_total = 0
+    for info in infos:
+        if not info.filename.endswith((".xml", ".rels")):
+            continue
+        xml_total += info.file_size
+        if info.file_size > limits.docx_part_bytes:
+            raise AnalysisInputError(
+                f"The DOCX part {info.filename[:80]} holds {megabytes(info.file_size)} of XML; "
+                f"the limit is {megabytes(limits.docx_part_bytes)}."
+            )
+    if xml_total > limits.docx_xml_bytes:
+        raise AnalysisInputError(
+            f"The DOCX file holds {megabytes(xml_total)} of XML; the limit is "
+            f"{megabytes(limits.docx_xml_bytes)}."
         )
     names = {i.filename for i in infos}
     if "word/document.xml" not in names:
@@ -340,10 +359,10 @@ def _place_notes(body: str) -> str:
     return "".join(out)
 
 
-def _docx_html(data: bytes) -> str:
+def _docx_html(data: bytes, limits: Limits = DEFAULT_LIMITS) -> str:
     import mammoth
 
-    zf = _check_zip(data)
+    zf = _check_zip(data, limits)
     zf.close()
     try:
         result = mammoth.convert_to_html(
@@ -399,21 +418,41 @@ def _text_html(text: str) -> str:
     return "\n".join(f"<p>{html.escape(c.strip(), quote=False)}</p>" for c in chunks)
 
 
-def _pdf_html(data: bytes) -> str:
+def _pdf_html(data: bytes, limits: Limits = DEFAULT_LIMITS) -> str:
     out = []
-    for kind, text in pdf_paragraphs(data):
+    paragraphs = pdf_paragraphs(
+        data,
+        max_pages=limits.pdf_pages,
+        max_seconds=limits.pdf_seconds,
+        max_chars=limits.max_text_chars,
+    )
+    for kind, text in paragraphs:
         tag = "h2" if kind == "h" else "p"
         out.append(f"<{tag}>{html.escape(text, quote=False)}</{tag}>")
     return "\n".join(out)
 
 
-def extract(data: bytes, filename: str, *, max_bytes: int | None = None) -> ExtractedDocument:
+def _too_much_text(n: int, limit: int) -> AnalysisInputError:
+    return AnalysisInputError(
+        f"The document holds {n:,} characters of text; the limit is {limit:,}."
+    )
+
+
+def extract(
+    data: bytes, filename: str, *, max_bytes: int | None = None, limits: Limits | None = None
+) -> ExtractedDocument:
     """Read an uploaded thesis into sanitised HTML and its paragraphs.
 
-    Raises :class:`AnalysisInputError` for empty, oversize, corrupt, encrypted, bomb-like or
-    unsupported files.
+    ``limits`` bounds the work (:class:`~jobs.analysis.limits.Limits`; its defaults when
+    omitted); ``max_bytes``, if given, overrides ``limits.max_bytes``. Raises
+    :class:`AnalysisInputError` for empty, oversize, corrupt, encrypted, bomb-like or
+    unsupported files, and for documents past a limit (the message names the limit and the
+    document's figure).
     """
-    limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    limits = limits or DEFAULT_LIMITS
+    if max_bytes is not None:
+        limits = replace(limits, max_bytes=max_bytes)
+    limit = limits.max_bytes
     if not data or not data.strip():
         raise AnalysisInputError("The file is empty.")
     if len(data) > limit:
@@ -422,21 +461,24 @@ def extract(data: bytes, filename: str, *, max_bytes: int | None = None) -> Extr
         )
     fmt = detect_format(data, filename)
     if fmt == "pdf":
-        raw = _pdf_html(data)
+        raw = _pdf_html(data, limits)
     elif fmt == "docx":
-        raw = _docx_html(data)
+        raw = _docx_html(data, limits)
     else:
         text = _decode(data)
-        if len(text) > MAX_TEXT_CHARS:
-            raise AnalysisInputError("The file holds more text than a thesis can; not analysed.")
+        if len(text) > limits.max_text_chars:
+            raise _too_much_text(len(text), limits.max_text_chars)
         if fmt == "html":
             raw = text
         elif fmt == "markdown":
             raw = _markdown_html(text)
         else:
             raw = _text_html(text)
-    safe = _normalize_text_nodes(sanitize(prepare_html(raw)))
+    safe = _normalize_text_nodes(sanitize(prepare_html(raw, max_depth=limits.html_depth)))
     blocks = html_blocks(safe)
     if not blocks:
         raise AnalysisInputError("The document contains no text.")
+    chars = sum(len(b.text) for b in blocks)
+    if chars > limits.max_text_chars:
+        raise _too_much_text(chars, limits.max_text_chars)
     return ExtractedDocument(filename=filename, format=fmt, html=safe, blocks=blocks)

@@ -13,14 +13,13 @@ import io
 import itertools
 import logging
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 
 from .errors import AnalysisInputError
+from .limits import DEFAULT_LIMITS
 from .text import normalize
-
-MAX_PAGES = 3000
-MAX_CHARS = 30_000_000
 
 _PAGE_NUMBER = re.compile(
     r"^[\W_]*(?:page|seite|p\.|s\.)?\s*(?:\d{1,4}|[ivxlcdm]{1,7})"
@@ -48,7 +47,11 @@ class Line:
         return self.x1 - self.x0
 
 
-def _open(data: bytes):
+class _Overtime(Exception):
+    """Reading the text took longer than the limit allows."""
+
+
+def _open(data: bytes, max_pages: int = DEFAULT_LIMITS.pdf_pages):
     import pypdf
     from pypdf.errors import PdfReadError
 
@@ -77,15 +80,19 @@ def _open(data: bytes):
         raise AnalysisInputError("The PDF is damaged and cannot be read.") from exc
     if n == 0:
         raise AnalysisInputError("The PDF has no pages.")
-    if n > MAX_PAGES:
-        raise AnalysisInputError(f"The PDF has {n} pages; at most {MAX_PAGES} are supported.")
+    if n > max_pages:
+        raise AnalysisInputError(f"The PDF has {n:,} pages; the limit is {max_pages:,}.")
     return reader
 
 
-def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
+def _page_lines(
+    page, page_no: int, deadline: float = float("inf")
+) -> tuple[list[Line], float, float]:
     items: list[tuple[float, float, float, str]] = []
 
     def visit(text, cm, tm, font_dict, font_size):
+        if len(items) % 256 == 0 and time.monotonic() > deadline:
+            raise _Overtime
         if not text or not text.strip("\n"):
             return
         x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
@@ -95,7 +102,11 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
 
     page.extract_text(visitor_text=visit)
     box = page.mediabox
-    width, height = float(box.width), float(box.height)
+    return runs_to_lines(items, page_no), float(box.width), float(box.height)
+
+
+def runs_to_lines(items: list[tuple[float, float, float, str]], page_no: int = 0) -> list[Line]:
+    """One page's text runs ``(x, y, size, text)``, in content order, as lines."""
     lines: list[Line] = []
     cur: list[tuple[float, float, float, str]] = []
 
@@ -120,7 +131,7 @@ def _page_lines(page, page_no: int) -> tuple[list[Line], float, float]:
                 close()
         cur.append(it)
     close()
-    return _attach_labels(lines), width, height
+    return _attach_labels(lines)
 
 
 def _small_caps_ratio(small: float, large: float) -> bool:
@@ -515,23 +526,56 @@ _URL_START = re.compile(r"^(?:https?://|doi:|DOI:?\s|10\.\d{4,9}/)", re.IGNORECA
 _URLISH = re.compile(r"(?:https?://|doi:\s*|10\.\d{4,9}/)\S+$", re.IGNORECASE)
 
 
-def pdf_paragraphs(data: bytes) -> list[tuple[str, str]]:
-    """The PDF's text as ``(kind, text)`` paragraphs in reading order; kind is 'h' or 'p'."""
-    reader = _open(data)
+def pdf_paragraphs(
+    data: bytes,
+    *,
+    max_pages: int = DEFAULT_LIMITS.pdf_pages,
+    max_seconds: float = DEFAULT_LIMITS.pdf_seconds,
+    max_chars: int = DEFAULT_LIMITS.max_text_chars,
+) -> list[tuple[str, str]]:
+    """The PDF's text as ``(kind, text)`` paragraphs in reading order; kind is 'h' or 'p'.
+
+    Refuses a PDF of more than ``max_pages`` pages, one whose text takes more than
+    ``max_seconds`` (wall clock) to read, or holds more than ``max_chars`` characters.
+    """
+    started = time.monotonic()
+    deadline = started + max_seconds
+    reader = _open(data, max_pages)
     pages: list[list[Line]] = []
     width = height = 0.0
     total = 0
     try:
         for i, page in enumerate(reader.pages):
-            lines, width, height = _page_lines(page, i)
+            if time.monotonic() > deadline:
+                raise _Overtime
+            lines, width, height = _page_lines(page, i, deadline)
             total += sum(len(ln.text) for ln in lines)
-            if total > MAX_CHARS:
-                raise AnalysisInputError("The PDF holds more text than a thesis can; not analysed.")
+            if total > max_chars:
+                raise AnalysisInputError(
+                    f"The PDF holds {total:,} characters of text in its first {i + 1:,} "
+                    f"pages; the limit is {max_chars:,}."
+                )
             pages.append(lines)
     except AnalysisInputError:
         raise
+    except _Overtime:
+        raise AnalysisInputError(
+            f"Reading the PDF's text took more than {max_seconds:,g} seconds (stopped at page "
+            f"{len(pages) + 1:,} of {len(reader.pages):,}); the limit is {max_seconds:,g} seconds."
+        ) from None
     except Exception as exc:  # corrupt content streams surface only while reading pages
         raise AnalysisInputError("The PDF is damaged and its text cannot be read.") from exc
+    return page_paragraphs(pages, width, height)
+
+
+def page_paragraphs(
+    pages: list[list[Line]], width: float = 0.0, height: float = 0.0
+) -> list[tuple[str, str]]:
+    """Paragraphs from the positioned lines of each page (``width`` x ``height`` points).
+
+    The layout half of :func:`pdf_paragraphs`, apart so that it can be fed the positions of a
+    real page.
+    """
     sizes: Counter[float] = Counter()
     for lines in pages:
         for ln in lines:
