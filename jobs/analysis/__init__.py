@@ -18,6 +18,7 @@ from .errors import AnalysisInputError
 from .extract import ExtractedDocument
 from .extract import extract as _extract
 from .library import Library, load_library
+from .limits import Limits
 from .matching import Index, judge
 from .parse import ParsedDocument, references_of
 from .parse import parse as _parse
@@ -28,6 +29,7 @@ __all__ = [
     "AnalysisInputError",
     "ExtractedDocument",
     "Library",
+    "Limits",
     "ParsedDocument",
     "Resolver",
     "analyze",
@@ -41,16 +43,20 @@ __all__ = [
 ]
 
 
-def extract(data: bytes, filename: str, *, max_bytes: int | None = None) -> ExtractedDocument:
+def extract(
+    data: bytes, filename: str, *, max_bytes: int | None = None, limits: Limits | None = None
+) -> ExtractedDocument:
     """Read an uploaded thesis (DOCX, PDF, HTML, Markdown, plain text) into sanitised HTML.
 
-    The format is detected from the bytes; ``filename`` is only a hint. ``max_bytes`` defaults
-    to 50 MB. The result has ``.html`` (safe to store and show), ``.format``, ``.blocks`` and
+    The format is detected from the bytes; ``filename`` is only a hint. ``limits`` bounds the
+    work (:class:`Limits`: file size, text size, DOCX XML, PDF pages and time, HTML nesting;
+    documented defaults when omitted); ``max_bytes`` overrides ``limits.max_bytes`` (50 MB).
+    The result has ``.html`` (safe to store and show), ``.format``, ``.blocks`` and
     ``.paragraphs`` (each paragraph's text with its offsets in ``.text``).
     Raises :class:`AnalysisInputError` for empty, oversize, corrupt, encrypted, bomb-like or
-    unsupported files.
+    unsupported files and for documents past a limit.
     """
-    return _extract(data, filename, max_bytes=max_bytes)
+    return _extract(data, filename, max_bytes=max_bytes, limits=limits)
 
 
 def parse(html_or_extracted: str | ExtractedDocument) -> ParsedDocument:
@@ -85,9 +91,10 @@ def analyze(
     library_filename: str | None = None,
     resolver_url: str | None = None,
     max_bytes: int | None = None,
+    limits: Limits | None = None,
 ) -> dict:
     """Extract, parse, verify and report in one go; returns the report JSON of DESIGN.md."""
-    doc = _extract(data, filename, max_bytes=max_bytes)
+    doc = _extract(data, filename, max_bytes=max_bytes, limits=limits)
     parsed = _parse(doc)
     verdicts = verify(parsed.citations, parsed.references, parsed.style)
     lib = load_library(library, library_filename or "") if library is not None else None
