@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import nh3
 
 from .blocks import Block, html_blocks, serialize, walk
+from .docxlists import list_numbers, number_list_items
 from .errors import AnalysisInputError
 from .htmlprep import CANONICAL_CLASSES, prepare_html
 from .limits import DEFAULT_LIMITS, Limits, megabytes
@@ -372,7 +373,8 @@ def _docx_html(data: bytes, limits: Limits = DEFAULT_LIMITS) -> str:
         )
     except Exception as exc:  # mammoth surfaces XML and zip errors of many kinds
         raise AnalysisInputError("The DOCX file is damaged and cannot be read.") from exc
-    return _place_notes(result.value)
+    # Word's automatic numbers are not in the text; give each list item the one Word prints.
+    return _place_notes(number_list_items(result.value, list_numbers(data)))
 
 
 def _markdown_html(text: str) -> str:
