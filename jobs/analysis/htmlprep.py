@@ -7,7 +7,8 @@ own ids and classes), yet several of them carry meaning the parser needs:
   (``<div class="csl-entry"><div class="csl-left-margin">[1]</div>
   <div class="csl-right-inline">Author ...</div></div>``); the inner blocks become inline spans
   separated by a space, so the entry reads ``[1] Author ...`` as one paragraph, as a printed
-  list does;
+  list does; paragraphs inside table cells likewise (Word's numbered lists saved as HTML
+  tables: ``<td><p>[1]</p></td><td><p>Author ...</p></td>``), since a row reads as one block;
 * footnote and endnote containers (``class="footnotes"``, ``id="fn1"``, Word's ``id="ftn1"``)
   and note-number links (``class="footnote-ref"``, ``id="fnref1"``) are given one of a few
   canonical class names (:data:`CANONICAL_CLASSES`), the only classes the sanitiser keeps.
@@ -45,8 +46,10 @@ _RAW_TEXT = frozenset(
     {"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes"}
 )
 _CSL_ENTRY = "csl-entry"
-# Block tags flattened inside one bibliography entry.
+# Block tags flattened inside one bibliography entry or one table cell (a row's cells already
+# form one block: Word's "[1] | Author ..." tables keep their paragraphs in the cells).
 _ENTRY_INNER = frozenset({"div", "p", "section"})
+_CELLS = frozenset({"td", "th"})
 
 DEFAULT_MAX_DEPTH = 400
 
@@ -201,7 +204,7 @@ def prepare_html(raw: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> str:
             stack.close_implied(tag)
             classes = next((v or "" for k, v in attrs if k == "class"), "").lower().split()
             flat = bool(stack.entries) and tag in _ENTRY_INNER
-            stack.push(tag, flat, _CSL_ENTRY in classes)
+            stack.push(tag, flat, _CSL_ENTRY in classes or tag in _CELLS)
             out.append(" <span>" if flat else serialize_start(tag, _canonical(tag, attrs)))
             if tag in _RAW_TEXT:
                 if lower is None:
