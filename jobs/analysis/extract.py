@@ -468,7 +468,8 @@ def extract(
         raw = _docx_html(data, limits)
     else:
         text = _decode(data)
-        if len(text) > limits.max_text_chars:
+        # HTML's markup is not text; its extracted text is measured below.
+        if fmt != "html" and len(text) > limits.max_text_chars:
             raise _too_much_text(len(text), limits.max_text_chars)
         if fmt == "html":
             raw = text
