@@ -15,6 +15,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from rapidfuzz.distance import OSA
+
 from .blocks import Block
 from .references import Reference
 from .styles import NUMERIC, STYLES, detect_style
@@ -26,7 +28,18 @@ from .styles.vancouver import PARENS_NUM as _PARENS_NUM
 from .styles.vancouver import SUP_NUMBERS as _SUP_NUMBERS
 from .text import fold
 
-__all__ = ["NUMERIC", "STYLES", "Citation", "detect_style", "language_hint", "parse_citations"]
+__all__ = [
+    "NUMERIC",
+    "STYLES",
+    "Citation",
+    "author_year_citations",
+    "body_blocks",
+    "detect_style",
+    "language_hint",
+    "numeric_citations",
+    "parse_citations",
+    "resolvable",
+]
 # Words joining the names of one work's authors.
 _CONN = r"(?:\s*,\s*(?:&|and|und)\s+|\s+(?:&|and|und)\s+|\s*/\s*|\s*,\s*)"
 # "et al." (possessive "et al.'s" included), German "u. a.".
@@ -238,14 +251,16 @@ class _Vocabulary:
             self.lower.update(w for w in re.findall(r"\b[a-zäöüß]+\b", b.text))
         self.surnames: set[str] = set()
         self.multiword: set[str] = set()
+        self._blocks: dict[tuple[str, str], list[str]] | None = None
         for r in refs:
             for a in [*r.authors, *r.aliases]:
                 f = fold(a)
                 self.surnames.add(f)
-                self.surnames.update(f.split())
+                self.surnames.update(w.strip(",.") for w in f.split())
                 if "," in f and is_company_suffix(f.rsplit(",", 1)[1]):
                     self.multiword.add(f)
                     f = f.rsplit(",", 1)[0].strip()  # also cited without its legal form
+                    self.surnames.add(f)
                 if " " in f:
                     self.multiword.add(f)
         # Surnames with their particles as the text cites them: "van Sebille" whether the list
@@ -258,6 +273,18 @@ class _Vocabulary:
         # Names longer than eight words are not looked for in the text (cost stays linear).
         self.longest = min(8, max((len(m.split()) for m in self.multiword), default=0))
         self.multi_first = {m.split()[0] for m in self.multiword}
+
+    def near_surname(self, name: str) -> bool:
+        """Whether a surname of the list is one edit away from ``name``. One edit leaves the
+        first two or the last two letters of a name longer than four letters as they were, so
+        only the surnames sharing either are compared."""
+        if self._blocks is None:
+            self._blocks = {}
+            for s in self.surnames:
+                self._blocks.setdefault(("<", s[:2]), []).append(s)
+                self._blocks.setdefault((">", s[-2:]), []).append(s)
+        cands = [*self._blocks.get(("<", name[:2]), []), *self._blocks.get((">", name[-2:]), [])]
+        return any(OSA.distance(name, c, score_cutoff=1) <= 1 for c in cands)
 
     def is_prose(self, word: str) -> bool:
         f = fold(word)
@@ -413,6 +440,17 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
     elif len(names) > 1 and etal and not joins and vocab.surnames:
         while len(names) > 1 and fold(_bare(text_of(names[0]))) not in vocab.surnames:
             drop_first()
+    # "BEP, Martilli, Clappier and Rotach (2002)": a leading word the reference list does not
+    # know, before one it knows, is prose (here the name of a scheme).
+    # A misspelt first author ("Perton & Furnon") is a name all the same.
+    while (
+        len(names) > 1
+        and vocab.surnames
+        and fold(_bare(text_of(names[0]))) not in vocab.surnames
+        and fold(_bare(text_of(names[1]))) in vocab.surnames
+        and not vocab.near_surname(fold(_bare(text_of(names[0]))))
+    ):
+        drop_first()
     # Multi-word surnames ("van der Berg", "De Vries") known from the reference list.
     before = window[:start].rstrip()
     words = before.split()
@@ -676,17 +714,85 @@ def _numeric_markers(block: Block, style: str, max_number: int) -> list[Citation
             and _NOT_A_CITATION_BEFORE.search(block.text[max(0, m.start() - 40) : m.start()])
         ):
             continue
-        # "(2019)" in a numbered document is a year, not reference 2019.
-        if max_number < 1000 and all(1500 <= k["number"] <= 2100 for k in keys):
+        # "(2019)" in a numbered document is a year, not reference 2019; "(3000,4000)" is a
+        # pair of quantities when the list has fewer than a thousand entries.
+        if max_number < 1000 and any(k["number"] >= 1000 for k in keys):
             continue
         c = Citation(m.group(0), keys, block.index, m.start(), m.end())
         c.context = _context(block.text, c.start, c.end)
         out.append(c)
     if style != "ieee":
         out = _drop_enumerations(block.text, out)
+        worded = _worded_numeric_markers(block, max_number, {c.start for c in out})
+        if worded:
+            out = sorted(out + worded, key=lambda c: c.start)
     if block.sups:
         out = sorted(out + _superscript_markers(block, max_number), key=lambda c: c.start)
     return out
+
+
+# A citation number standing on its own inside prose: not part of a word ("SS3", "r4ss"), a
+# decimal, a percentage or a quantity with its unit.
+_LOOSE_NUMBER = re.compile(
+    r"(?<![\w.%/\-\u2013])(\d{1,4})(?:\s*[\u2013\-\u2014]\s*(\d{1,4}))?(?![\w%]|\.\d|\s*%)"
+)
+# Words after which a number counts something or names a part, never an entry: "(step 2)",
+# "(n = 25)", "(Figure 3)", "(version 4)".
+_COUNTED = re.compile(
+    r"(?:\b(?:n|p|fig|figs|figure|figures|table|tables|tab|eq|eqs|equation|equations|section|"
+    r"sections|sec|chapter|chapters|ch|appendix|step|steps|phase|version|v|level|levels|group|"
+    r"groups|model|models|day|days|week|weeks|month|months|year|years|age|aged|page|pages|pp|"
+    r"line|lines|item|items|type|stage|wave|round|grade|class|case|cases|sample|experiment|part|"
+    r"no|nr|number|id|run|trial|scenario|option|rule|point|points|question|task|unit|module|"
+    r"abb|abbildung|tabelle|kapitel|schritt|seite|gleichung|ages|of|to|than|about|approximately|"
+    r"ca|around|over|under|least|most|top|first|last|only|nearly|almost|some|all)\.?|[=<>\u00b1~\u00d7+*/^#$\u20ac\u00a3])"
+    r"\s*$",
+    re.IGNORECASE,
+)
+
+
+def _worded_numeric_markers(block: Block, max_number: int, taken: set[int]) -> list[Citation]:
+    """Numbered-style markers with words inside their parentheses: "(see 11)", "(e.g., 6,8,9,24)",
+    "(7, cf. 39, 40-42)", "(based on the algorithm proposed by 11)".
+
+    The parenthesis must end in a citation number; every number standing on its own in it
+    must be an entry number of the list and not follow a word that counts things.
+    """
+    text = block.text
+    out: list[Citation] = []
+    i = text.find("(")
+    while i >= 0:
+        j = _matching_paren(text, i)
+        if j < 0:
+            break
+        content = text[i + 1 : j]
+        if i not in taken and "(" not in content and re.search(r"[^\W\d_]", content):
+            keys = _worded_numbers(content, max_number)
+            if keys:
+                c = Citation(text[i : j + 1], keys, block.index, i, j + 1)
+                c.context = _context(text, i, j + 1)
+                out.append(c)
+                i = text.find("(", j + 1)
+                continue
+        i = text.find("(", i + 1)
+    return out
+
+
+def _worded_numbers(content: str, max_number: int) -> list[dict] | None:
+    if not re.search(r"(?<![\w.])\d{1,4}(?:\s*[\u2013\-\u2014]\s*\d{1,4})?\s*$", content):
+        return None
+    keys: list[dict] = []
+    for m in _LOOSE_NUMBER.finditer(content):
+        if _COUNTED.search(content[: m.start()]):
+            return None
+        if m.group(2):
+            found = _expand(f"{m.group(1)}\u2013{m.group(2)}")
+        else:
+            found = [{"number": int(m.group(1))}]
+        if any(not 1 <= k["number"] <= max_number for k in found):
+            return None
+        keys.extend(found)
+    return keys or None
 
 
 def _superscript_markers(block: Block, max_number: int) -> list[Citation]:
@@ -743,6 +849,66 @@ def _drop_enumerations(text: str, found: list[Citation]) -> list[Citation]:
     return [c for i, c in enumerate(found) if i not in drop] if drop else found
 
 
+def body_blocks(blocks: list[Block], section: tuple[int, int] | None) -> list[Block]:
+    """The blocks where citations stand: neither headings nor the reference list."""
+    in_refs = range(*section) if section else range(0)
+    body = [b for b in blocks if b.index not in in_refs and not b.is_heading]
+    if section:
+        # The reference heading itself is a heading-like block too.
+        body = [b for b in body if b.index != section[0] - 1]
+    return body
+
+
+def numeric_citations(
+    blocks: list[Block], refs: list[Reference], section: tuple[int, int] | None, style: str
+) -> list[Citation]:
+    """Every numbered-style marker (``[3]`` for IEEE, ``(3)`` for Vancouver) in document order.
+
+    The number that opens a note printed after the reference list ("[1] https://...") is the
+    note's, not a citation.
+    """
+    max_number = max((r.number or 0 for r in refs), default=0)
+    after = section[1] if section else len(blocks) + 1
+    out: list[Citation] = []
+    for b in body_blocks(blocks, section):
+        found = _numeric_markers(b, style, max_number)
+        if b.index >= after and found and found[0].start == 0:
+            found = found[1:]
+        out.extend(found)
+    return out
+
+
+def author_year_citations(
+    blocks: list[Block], refs: list[Reference], section: tuple[int, int] | None
+) -> list[Citation]:
+    """Every author-date marker in document order."""
+    vocab = _Vocabulary(blocks, refs)
+    out: list[Citation] = []
+    for b in body_blocks(blocks, section):
+        out.extend(_author_year_markers(b, vocab, out[-1].keys if out else None))
+    return out
+
+
+def resolvable(citations: list[Citation], refs: list[Reference]) -> int:
+    """How many keys of ``citations`` name an entry of the list (by number, or by a surname
+    the list has): the measure by which the reference list decides between marker families."""
+    numbers = {r.number for r in refs if r.number is not None}
+    surnames: set[str] = set()
+    for r in refs:
+        for a in [*r.authors[:1], *r.aliases]:
+            f = fold(a)
+            surnames.update((f, f.split()[-1] if f.split() else f))
+    count = 0
+    for c in citations:
+        for k in c.keys:
+            if "number" in k:
+                count += k["number"] in numbers
+            else:
+                f = fold(k.get("author", ""))
+                count += f in surnames or (f.split()[-1] if f.split() else f) in surnames
+    return count
+
+
 def parse_citations(
     blocks: list[Block],
     refs: list[Reference],
@@ -750,24 +916,11 @@ def parse_citations(
     style: str | None = None,
 ) -> tuple[str, list[Citation]]:
     """Detect the style (unless given) and return it with every citation in document order."""
-    in_refs = range(*section) if section else range(0)
-    body = [b for b in blocks if b.index not in in_refs and not b.is_heading]
-    if section:
-        # The reference heading itself is a heading-like block too.
-        body = [b for b in body if b.index != section[0] - 1]
     if style is None:
-        style = detect_style(body, refs)
-    citations: list[Citation] = []
+        style = detect_style(body_blocks(blocks, section), refs)
     if style in NUMERIC:
-        max_number = max((r.number or 0 for r in refs), default=0)
-        for b in body:
-            citations.extend(_numeric_markers(b, style, max_number))
-    else:
-        vocab = _Vocabulary(blocks, refs)
-        for b in body:
-            found = _author_year_markers(b, vocab, citations[-1].keys if citations else None)
-            citations.extend(found)
-    return style, citations
+        return style, numeric_citations(blocks, refs, section, style)
+    return style, author_year_citations(blocks, refs, section)
 
 
 def language_hint(blocks: list[Block]) -> str:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .blocks import Block, html_blocks
-from .citations import language_hint, parse_citations
+from .citations import (
+    author_year_citations,
+    body_blocks,
+    language_hint,
+    numeric_citations,
+    resolvable,
+)
 from .extract import ExtractedDocument
 from .references import Reference, add_abbreviations, parse_references
 from .styles import NUMERIC, detect_style
@@ -43,18 +49,36 @@ class ParsedDocument:
 
 
 def parse_blocks(blocks: list[Block]) -> ParsedDocument:
-    # Entries are parsed twice only when the first guess (author-year) turns out numeric, so
-    # that list-item ordinals count as entry numbers for numbered styles only.
+    """Style, citations and entries of a document's blocks.
+
+    Both marker families are read, author-date and numbered, and the reference list decides
+    between them: the family whose keys name more entries of the list wins, so a wrong first
+    guess of the style never erases the markers. The style's name within the family (APA or
+    Harvard, IEEE or Vancouver) changes no verdict.
+    """
+    # Entries are parsed as author-date first; list-item ordinals count as entry numbers only
+    # for the numbered reading.
     refs, section = parse_references(blocks, numbered=False)
-    in_refs = range(*section) if section else range(0)
-    body = [b for b in blocks if b.index not in in_refs and not b.is_heading]
-    style = detect_style(body, refs)
+    style = detect_style(body_blocks(blocks, section), refs)
+    num_refs, num_section = parse_references(blocks, numbered=True)
     if style in NUMERIC:
-        refs, section = parse_references(blocks, numbered=True)
-    elif any(r.authors and " " in r.authors[0] for r in refs):
+        numeric_style = style
+    else:
+        numeric_style = detect_style(body_blocks(blocks, num_section), num_refs, numeric=True)
+    numbered = numeric_citations(blocks, num_refs, num_section, numeric_style)
+    if any(r.authors and " " in r.authors[0] for r in refs):
         # Only group authors have abbreviations worth looking for; most lists have none.
-        add_abbreviations(refs, "\n".join(b.text for b in body))
-    style, citations = parse_citations(blocks, refs, section, style)
+        add_abbreviations(refs, "\n".join(b.text for b in body_blocks(blocks, section)))
+    dated = author_year_citations(blocks, refs, section)
+    score_num, score_dated = resolvable(numbered, num_refs), resolvable(dated, refs)
+    # Ties go to the first guess.
+    use_numbers = score_num >= score_dated if style in NUMERIC else score_num > score_dated
+    if use_numbers:
+        style, citations, refs = numeric_style, numbered, num_refs
+    else:
+        if style in NUMERIC:
+            style = detect_style(body_blocks(blocks, section), refs, numeric=False)
+        citations = dated
     return ParsedDocument(
         style=style,
         citations=[c.to_dict() for c in citations],

@@ -203,7 +203,31 @@ def parse_references(
             continue  # stray furniture such as a lone page label
         for entry in _entries_of(b):
             refs.append(parse_reference(len(refs), entry, numbered))
+    cut = _notes_after(refs)
+    if cut is not None:
+        refs = refs[:cut]
+        section = (start, refs[-1].paragraph + 1 if refs else start)
     return refs, section
+
+
+def _notes_after(refs: list[Reference]) -> int | None:
+    """Where notes printed after the list begin, if they do: pandoc's plain text puts the
+    footnotes ("[1] https://...") right after the last entry, with no heading between.
+
+    In a numbered list the numbering starting again at 1 ends the list; in an author-date
+    list, a trailing run of numbered items does.
+    """
+    printed = [r for r in refs if _NUMBER.match(r.text)]
+    if len(printed) > len(refs) / 2:
+        for i in range(1, len(refs)):
+            prev, cur = refs[i - 1].number, refs[i].number
+            if cur == 1 and prev is not None and prev >= 2 and _NUMBER.match(refs[i].text):
+                return i
+        return None
+    i = len(refs)
+    while i > 0 and _NUMBER.match(refs[i - 1].text):
+        i -= 1
+    return i if 0 < i < len(refs) else None
 
 
 def add_abbreviations(refs: list[Reference], body_text: str) -> None:

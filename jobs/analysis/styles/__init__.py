@@ -43,8 +43,12 @@ def parse_entry(body: str, label: str = "") -> Entry:
     return Entry()
 
 
-def detect_style(body: list[Block], refs: list[EntryLike]) -> str:
-    """The citation style of the document, from its markers and its reference list."""
+def detect_style(body: list[Block], refs: list[EntryLike], numeric: bool | None = None) -> str:
+    """The citation style of the document, from its markers and its reference list.
+
+    ``numeric`` True or False asks only which style of that family (numbered or author-date)
+    the document reads like, when the family is already known.
+    """
     brackets = parens_num = sups = ay_comma = ay_plain = german_cues = 0
     # An even sample of the body is plenty to tell the style and keeps long theses cheap.
     step = max(1, len(body) // 150)
@@ -61,16 +65,25 @@ def detect_style(body: list[Block], refs: list[EntryLike]) -> str:
     ref_numbered_brackets = sum(1 for r in refs if r.text.startswith("["))
     ref_numbered_dots = sum(1 for r in refs if re.match(r"^\d{1,4}\.\s", r.text))
     ref_colon_year = sum(1 for r in refs if apa.COLON_YEAR.search(r.text[:300]))
+    # DIN 1505-2 entries: "MÜLLER, HANS ; WEBER, ANNA: Titel ..." (no year before the colon).
+    ref_din = sum(1 for r in refs if german.parse_entry(r.text) is not None)
     ref_quoted = sum(1 for r in refs if apa.QUOTED_AFTER_YEAR.search(r.text[:300]))
     author_year = ay_comma + ay_plain
-    numeric = brackets + parens_num + sups
+    numbers = brackets + parens_num + sups
     n_refs = max(len(refs), 1)
-    if numeric > author_year or (ref_numbered_brackets + ref_numbered_dots) > 0.5 * n_refs:
+    numbered = numbers > author_year or (ref_numbered_brackets + ref_numbered_dots) > 0.5 * n_refs
+    if numeric is not None:
+        numbered = numeric
+    if numbered:
         # Superscript numbers are Vancouver's (and AMA's) other way of citing.
         if brackets + 3 * ref_numbered_brackets >= parens_num + sups + 3 * ref_numbered_dots:
             return "ieee"
         return "vancouver"
-    if german_cues > 0.05 * max(author_year, 1) or ref_colon_year > 0.3 * n_refs:
+    if (
+        german_cues > 0.05 * max(author_year, 1)
+        or ref_colon_year > 0.3 * n_refs
+        or ref_din > 0.5 * n_refs
+    ):
         return "german"
     if ay_comma > ay_plain or (ref_quoted < 0.2 * n_refs and ay_comma >= 0.5 * ay_plain):
         return "apa"

@@ -78,9 +78,20 @@ def split_surname_first(segment: str) -> list[str]:
     segment = re.sub(r",?\s+(?:&|and|und)\s+", ", ", segment)
     pieces = [p.strip() for p in segment.split(",") if p.strip()]
     names: list[str] = []
-    for p in pieces:
-        if INITIALS.match(p) or re.match(r"^(?:[A-Z]\.\s?)+(?:[A-Z]\.)?$", p):
+    # Pieces alternate surname, initials: a short capital surname ("UGA, M. L.", "S, S. V., &
+    # R, P.") stands where a surname is due, so it is not taken for initials.
+    surname_due = True
+    for i, p in enumerate(pieces):
+        initials = bool(INITIALS.match(p) or re.match(r"^(?:[A-Z]\.\s?)+(?:[A-Z]\.)?$", p))
+        # "E. van": initials with the particle APA moves behind them ("Sebille, E. van").
+        words = p.split()
+        if len(words) > 1 and all(w.lower() in PARTICLES for w in words[1:]):
+            initials = initials or bool(re.match(r"^(?:[A-Z][a-z]?\.-?)+$", words[0]))
+        dotted_next = i + 1 < len(pieces) and re.match(r"^(?:[A-Z]\.\s?-?)+$", pieces[i + 1])
+        if initials and not (surname_due and "." not in p and (not names or dotted_next)):
+            surname_due = True
             continue
+        surname_due = False
         if re.match(r"^(?:[A-Z][a-z]?\.\s?-?)+\s", p):
             # "J. Smith" (given name first) inside an author-year list
             names.append(surname_from_given_first(p))
