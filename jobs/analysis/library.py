@@ -188,5 +188,8 @@ def load_library(data: bytes, filename: str = "") -> Library:
     else:
         items = _from_csl_json(text)
     if not items:
-        raise AnalysisInputError("The library holds no entries.")
+        names = {"bibtex": "BibTeX", "ris": "RIS", "csl-json": "CSL-JSON"}
+        raise AnalysisInputError(
+            f"it holds no {names[fmt]} entries (expected BibTeX, CSL-JSON or RIS)."
+        )
     return Library(items)
