@@ -166,8 +166,6 @@ def extract(ctx) -> dict:
         document = analysis.extract(
             bytes(job.upload), job.filename, max_bytes=settings.ACURIO_MAX_UPLOAD_MB * 1024 * 1024
         )
-        # An unreadable library fails the job now rather than after all the verifying.
-        _library(job)
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
     job.mark_stage(Stage.PARSE, doc_html=document.html, progress_done=0, progress_total=0)
@@ -248,16 +246,19 @@ def finalize(ctx) -> dict:
         for citation, verdict in zip(parsed["citations"], ctx["verdicts"], strict=True)
     ]
     resolved = ctx.get("resolved")
+    library, warnings = _library(job)
     try:
         report = analysis.build_report(
             job.filename,
             parsed,
             verdicts,
-            library=_library(job),
+            library=library,
             resolver=_Resolved(resolved) if resolved is not None else None,
         )
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
+    if warnings:
+        report["warnings"] = warnings
     for citation in report["citations"]:
         if not citation.get("context"):
             citation.pop("context", None)  # dropped at parse (see there)
@@ -281,10 +282,21 @@ def finalize(ctx) -> dict:
     return {"job_id": job_id, "citations": len(citations), "summary": report["summary"]}
 
 
-def _library(job: AnalysisJob):
+def _library(job: AnalysisJob) -> tuple[analysis.Library | None, list[str]]:
+    """The job's library, and the warnings for the report.
+
+    The library is optional: one that cannot be read must not cost the student the analysis of
+    the thesis, so its error becomes a warning on the report and the library check is skipped.
+    """
     if job.library is None:
-        return None
-    return analysis.load_library(bytes(job.library), job.library_filename)
+        return None, []
+    try:
+        return analysis.load_library(bytes(job.library), job.library_filename), []
+    except analysis.AnalysisInputError as exc:
+        reason = str(exc).strip().rstrip(".")
+        reason = reason[:1].lower() + reason[1:]
+        name = job.library_filename or "The library"
+        return None, [f"{name} could not be read: {reason}; the library check was skipped."]
 
 
 # --- Failure ------------------------------------------------------------------------------

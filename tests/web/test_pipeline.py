@@ -185,15 +185,32 @@ def test_upload_through_the_api_queues_a_job_the_worker_finishes(corpus, user_cl
     assert user_client.get(f"/api/analysis-jobs/{job.pk}").json()["status"] == "complete"
 
 
-def test_unreadable_library_fails_the_job_before_verifying(corpus, user):
+@pytest.mark.parametrize(
+    ("library", "name", "reason"),
+    [
+        (b"   ", "refs.bib", "refs.bib could not be read: the library file is empty"),
+        (
+            b"@comment{nothing here}",
+            "refs.bib",
+            "refs.bib could not be read: it holds no BibTeX entries"
+            " (expected BibTeX, CSL-JSON or RIS)",
+        ),
+        (b"[1, 2", "refs.json", "refs.json could not be read: the CSL-JSON library is not valid"),
+    ],
+)
+def test_an_unreadable_library_is_a_warning_and_the_thesis_is_still_analysed(
+    corpus, user, library, name, reason
+):
     source = corpus / "thesis_1_001.md"
-    job = pipeline.submit_analysis(user, source.name, source.read_bytes(), b"   ", "refs.bib")
+    job = pipeline.submit_analysis(user, source.name, source.read_bytes(), library, name)
     run_worker()
     job.refresh_from_db()
-    assert job.status == JobStatus.FAILED
-    assert job.failure_kind == FailureKind.INPUT
-    assert "library" in job.error.lower()
-    assert job.doc_html is None  # the extract step's writes rolled back with it
+    assert job.status == JobStatus.COMPLETE, job.error
+    assert job.results["citations"], "the thesis itself was analysed"
+    (warning,) = job.results["warnings"]
+    assert warning.startswith(reason), warning
+    assert warning.endswith("; the library check was skipped.")
+    assert {r["library"] for r in job.results["references"]} == {"unchecked"}
 
 
 def test_an_internal_error_after_retries_fails_the_job_with_a_plain_message(
