@@ -60,7 +60,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from jobs.durable import statements
+from jobs.durable import observe, statements
 from jobs.durable.context import Context
 from jobs.durable.db import execute_prepared
 from jobs.durable.engine import (
@@ -197,6 +197,7 @@ class Worker:
     def _mark_instance_running(self, step: StepRow, now: datetime) -> None:
         execute_prepared(statements.MARK_INSTANCE_RUNNING, [now, step.instance_id])
 
+    @observe.timed_step  # metrics: kind, outcome and duration of each attempt
     def execute(self, step: StepRow, *, chain: bool = False) -> str:
         """Run one claimed step and checkpoint it. Returns what happened:
 
