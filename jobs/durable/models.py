@@ -100,7 +100,9 @@ class Instance(models.Model):
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        # In the database, like the instance's own foreign keys (Django requires one kind
+        # per model): deleting a user keeps their instances, ownerless.
+        on_delete=models.DB_SET_NULL,
         related_name="durable_instances",
         db_index=False,  # durable_inst_owner leads with owner
     )
@@ -117,6 +119,25 @@ class Instance(models.Model):
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # start(id="order-42"): the caller's id; the primary key is derived from it
+    # (instance_pk_for), so a second start with the same id finds the same row.
+    workflow_id = models.CharField(max_length=200, null=True, blank=True)
+    # Steps inherit these (copied onto every step row, which the claim reads).
+    queue = models.CharField(max_length=100, default="default", db_default="default")
+    priority = models.SmallIntegerField(default=0, db_default=0)
+    # A child workflow (call(), fan_out of a workflow): the step of the parent instance
+    # waiting for it. Deleting the parent deletes its children (in the database).
+    parent_instance = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DB_CASCADE,
+        related_name="children",
+        db_index=False,  # durable_inst_parent
+    )
+    parent_step_id = models.BigIntegerField(null=True, blank=True)
+    # fork(): the instance whose checkpoints this one started from.
+    forked_from = models.UUIDField(null=True, blank=True)
 
     objects = InstanceQuerySet.as_manager()
 
@@ -131,6 +152,18 @@ class Instance(models.Model):
             models.Index(fields=["owner", "-created_at"], name="durable_inst_owner"),
             # instances(label=...) and the admin's label filter.
             models.Index(fields=["label", "-created_at"], name="durable_inst_label"),
+            # purge(older_than=...) and the retention sweep: finished instances, oldest first.
+            models.Index(
+                fields=["finished_at"],
+                name="durable_inst_finished",
+                condition=Q(finished_at__isnull=False),
+            ),
+            # A child workflow finishing finds its parent step; purge finds the children.
+            models.Index(
+                fields=["parent_instance"],
+                name="durable_inst_parent",
+                condition=Q(parent_instance__isnull=False),
+            ),
         ]
         # Checked by start(user=...), `manage.py durable` and the admin (permissions.py).
         permissions = [
@@ -171,14 +204,16 @@ class Step(models.Model):
 
     # Both foreign keys are covered by composite indexes below (durable_step_key leads with
     # instance, durable_step_children with parent), so they get no index of their own.
+    # ON DELETE CASCADE in the database: deleting instances (purge) deletes their steps in
+    # the same statement, without Django collecting them first.
     instance = models.ForeignKey(
-        Instance, on_delete=models.CASCADE, related_name="steps", db_index=False
+        Instance, on_delete=models.DB_CASCADE, related_name="steps", db_index=False
     )
     parent = models.ForeignKey(
         "self",
         null=True,
         blank=True,
-        on_delete=models.CASCADE,
+        on_delete=models.DB_CASCADE,
         related_name="children",
         db_index=False,
     )
@@ -202,6 +237,9 @@ class Step(models.Model):
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The instance's queue and priority, copied at insert: the claim orders and filters by them.
+    queue = models.CharField(max_length=100, default="default", db_default="default")
+    priority = models.SmallIntegerField(default=0, db_default=0)
 
     objects = StepQuerySet.as_manager()
 
@@ -213,9 +251,26 @@ class Step(models.Model):
             models.UniqueConstraint(fields=["instance", "key"], name="durable_step_key"),
         ]
         indexes = [
-            # The worker's claim: WHERE status = 'ready' AND run_at <= now ORDER BY run_at
-            # ... FOR UPDATE SKIP LOCKED. Only ready rows are indexed, so it stays small.
-            models.Index(fields=["run_at"], name="durable_step_ready", condition=Q(status="ready")),
+            # The worker's claim: WHERE status = 'ready' AND run_at <= now ORDER BY priority
+            # DESC, run_at ... FOR UPDATE SKIP LOCKED. Only ready rows are indexed, so it
+            # stays small.
+            models.Index(
+                fields=["-priority", "run_at"],
+                name="durable_step_ready",
+                condition=Q(status="ready"),
+            ),
+            # A limited queue's claim: its ready steps by priority, and its running leaves
+            # counted against its concurrency.
+            models.Index(
+                fields=["queue", "-priority", "run_at"],
+                name="durable_step_queue_ready",
+                condition=Q(status="ready") & ~Q(queue="default"),
+            ),
+            models.Index(
+                fields=["queue"],
+                name="durable_step_queue_running",
+                condition=Q(status="running", lease_expires_at__isnull=False),
+            ),
             # recover_expired_leases(): WHERE status = 'running' AND lease_expires_at < now.
             # Composite steps run without a lease and stay out of this index.
             models.Index(
@@ -248,7 +303,7 @@ class Signal(models.Model):
     """
 
     instance = models.ForeignKey(
-        Instance, on_delete=models.CASCADE, related_name="signals", db_index=False
+        Instance, on_delete=models.DB_CASCADE, related_name="signals", db_index=False
     )
     name = models.CharField(max_length=100)
     data = models.JSONField(null=True, blank=True)
@@ -273,3 +328,60 @@ class Signal(models.Model):
 
     def __str__(self) -> str:
         return f"signal {self.name} to {self.instance_id}"
+
+
+class Schedule(models.Model):
+    """A periodic workflow (``schedule()``): started once per cron slot, kept in the database.
+
+    ``next_run_at`` is the next slot not yet started. Whoever sees it due (a sweeper tick, an
+    idle worker) advances it in the same transaction that starts the instance, under the row's
+    lock taken with SKIP LOCKED, so each slot starts once whatever the number of processes.
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)
+    # The compiled workflow, as start() stores it.
+    graph = models.JSONField()
+    input = models.JSONField(null=True, blank=True)
+    cron = models.CharField(max_length=100)
+    label = models.CharField(max_length=200, blank=True, default="")
+    queue = models.CharField(max_length=100, default="default")
+    priority = models.SmallIntegerField(default=0)
+    on_failure = models.CharField(max_length=300, blank=True, default="")
+    # Slots missed by more than this (all processes down) are skipped, not started late.
+    catch_up_seconds = models.FloatField(default=3600)
+    enabled = models.BooleanField(default=True)
+    next_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # The due-schedule sweep: WHERE enabled AND next_run_at <= now.
+            models.Index(
+                fields=["next_run_at"], name="durable_sched_due", condition=Q(enabled=True)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"schedule {self.name} ({self.cron})"
+
+
+class QueueState(models.Model):
+    """A queue's limits as declared (``Queue(...)`` in code or settings, written here by the
+    workers that know the declaration) and its rate limiter's bucket, shared by all workers.
+
+    A claim from a limited queue locks this row, so claims of one queue are serialised: the
+    running steps it counts and the tokens it takes cannot be raced by another worker.
+    """
+
+    name = models.CharField(max_length=100, primary_key=True)
+    concurrency = models.IntegerField(null=True, blank=True)
+    rate_count = models.IntegerField(null=True, blank=True)
+    rate_seconds = models.FloatField(null=True, blank=True)
+    # Claim by owner in turn (the owner with fewest running steps first).
+    fair = models.BooleanField(default=False)
+    tokens = models.FloatField(default=0)
+    refilled_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"queue {self.name}"
