@@ -121,7 +121,7 @@ class Instance(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # start(id="order-42"): the caller's id; the primary key is derived from it
     # (instance_pk_for), so a second start with the same id finds the same row.
-    workflow_id = models.CharField(max_length=200, null=True, blank=True)
+    workflow_id = models.CharField(max_length=200, blank=True, default="", db_default="")
     # Steps inherit these (copied onto every step row, which the claim reads).
     queue = models.CharField(max_length=100, default="default", db_default="default")
     priority = models.SmallIntegerField(default=0, db_default=0)

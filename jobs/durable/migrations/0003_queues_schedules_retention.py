@@ -81,7 +81,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="instance",
             name="workflow_id",
-            field=models.CharField(blank=True, max_length=200, null=True),
+            field=models.CharField(blank=True, db_default="", default="", max_length=200),
         ),
         migrations.AddField(
             model_name="step",
