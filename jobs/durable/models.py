@@ -138,6 +138,9 @@ class Instance(models.Model):
     parent_step_id = models.BigIntegerField(null=True, blank=True)
     # fork(): the instance whose checkpoints this one started from.
     forked_from = models.UUIDField(null=True, blank=True)
+    # ACURIO_CODE_VERSION of the process that started it (a deploy's git commit): which code
+    # its graph was compiled against; workers may be limited to compatible versions.
+    code_version = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     objects = InstanceQuerySet.as_manager()
 
@@ -240,6 +243,17 @@ class Step(models.Model):
     # The instance's queue and priority, copied at insert: the claim orders and filters by them.
     queue = models.CharField(max_length=100, default="default", db_default="default")
     priority = models.SmallIntegerField(default=0, db_default=0)
+    # Lost leases (a crashed, frozen or cut-off worker), counted apart from ``attempts`` so a
+    # crash does not spend the step's retry budget; bounded by ACURIO_MAX_CRASHES.
+    crashes = models.IntegerField(default=0, db_default=0)
+    # ACURIO_CODE_VERSION of the worker that last claimed it.
+    code_version = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # The claiming worker's database backend (pg_backend_pid()): lease recovery ends that
+    # session, so a frozen worker's open transaction cannot hold the next attempt's locks.
+    lease_backend = models.IntegerField(null=True, blank=True)
+    # Every failed attempt and lost lease: [{"attempt", "kind", "error", "traceback", "at"}],
+    # the latest ACURIO_ATTEMPT_LOG_SIZE of them, each traceback bounded in size.
+    attempt_log = models.JSONField(default=list, db_default=[], blank=True)
 
     objects = StepQuerySet.as_manager()
 
