@@ -18,7 +18,19 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
-from django.db.models import Case, F, Func, IntegerField, Q, Value, When
+from django.db.models import (
+    Case,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Upper
 from django.utils import timezone
@@ -100,13 +112,22 @@ class AnalysisJobQuerySet(models.QuerySet):
 
     def unsaved_work(self, failed_within: timedelta) -> AnalysisJobQuerySet:
         """Work no run shows: queued or running jobs, and failures within ``failed_within`` that
-        no run records (the runs list offers them, so a closed tab's job can be picked up)."""
+        no run records (the runs list offers them, so a closed tab's job can be picked up).
+
+        A failure a newer job of its run has replaced (a re-queue, a re-analysis) is left out:
+        the newer job is the run's state now, and listing both would show "Failed" for work
+        that is in fact queued again.
+        """
+        newer = AnalysisJob.objects.filter(run_id=OuterRef("run_id"), pk__gt=OuterRef("pk"))
         return self.filter(
             Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING])
             | Q(
-                status=JobStatus.FAILED,
-                run_saved_at__isnull=True,
-                finished_at__gte=timezone.now() - failed_within,
+                Q(
+                    status=JobStatus.FAILED,
+                    run_saved_at__isnull=True,
+                    finished_at__gte=timezone.now() - failed_within,
+                )
+                & ~Exists(newer)
             )
         )
 
@@ -491,6 +512,20 @@ class JobCitation(models.Model):
 
 
 class SweeperHeartbeatQuerySet(models.QuerySet):
+    def silent_for(self, now: datetime, ticks: float) -> SweeperHeartbeatQuerySet:
+        """Rows of processes that have not ticked for ``ticks`` of their own tick interval.
+
+        A process that never ticked counts from its start. Stopped rows are included: a
+        drained sweeper is silent too.
+        """
+        span = ExpressionWrapper(
+            F("tick_seconds") * Value(timedelta(seconds=ticks)), output_field=DurationField()
+        )
+        return self.annotate(
+            _silent_since=Coalesce("last_tick_at", "started_at"),
+            _deadline=ExpressionWrapper(Value(now) - span, output_field=models.DateTimeField()),
+        ).filter(_silent_since__lt=F("_deadline"))
+
     def last_tick_at(self) -> datetime | None:
         """When any sweeper last ticked (None if none ever did): /healthz reports its age."""
         return (
@@ -522,13 +557,15 @@ class SweeperHeartbeat(models.Model):
 
 
 class RunEventKind(models.TextChoices):
-    RECORDED = "recorded", "Recorded by sweeper"
+    # Recorded by the sweeper's backstop, or by an operator's "record now" (``operator`` set).
+    RECORDED = "recorded", "Recorded"
     JUDGED = "judged", "Judged"
     TRIMMED = "trimmed", "doc_html trimmed"
 
 
 class RunEvent(models.Model):
-    """An ops diagnostics event: the sweeper recorded, judged or trimmed something."""
+    """An ops diagnostics event: a run was recorded (by the sweeper or an operator), a
+    judgment stored, or job bodies trimmed."""
 
     Kind = RunEventKind
 
@@ -538,6 +575,8 @@ class RunEvent(models.Model):
     writer = models.CharField(max_length=16, blank=True, default="")
     lag_seconds = models.FloatField(null=True, blank=True, help_text="Terminal → recorded.")
     sweeper = models.CharField(max_length=200, blank=True, default="")
+    # The operator who asked for it (the admin's "record now"); empty for the sweeper's work.
+    operator = models.CharField(max_length=150, blank=True, default="")
     details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -555,3 +594,12 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.run_id}"
+
+    @property
+    def by(self) -> str:
+        """Who did it, as the admin says it: "manual: olga" or "sweeper host:pid"."""
+        if self.operator:
+            return f"manual: {self.operator}"
+        if self.sweeper:
+            return f"sweeper {self.sweeper}"
+        return ""
