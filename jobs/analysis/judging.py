@@ -1,18 +1,25 @@
-"""The judge's pure part: scoring a report, naming its worst problems, and the remote judge's
-prompt and reply format. No Django and no network here; ``jobs.runs.judge`` reads runs, calls
-the remote judge and stores judgments.
+"""The judge's pure part: counting a report's problems, scoring it, naming its worst problems,
+and the remote judge's prompt and reply format. No Django and no network here;
+``jobs.runs.judge`` reads runs, calls the remote judge and stores judgments.
 
-The built-in judgment of a report (DESIGN.md's report JSON)::
+:func:`problem_counts` is the one definition of "a problem": the runs list, the report page, the
+judge and the API all count through it, so no two pages disagree. A problem is a citation whose
+verdict is not ``verified`` (missing reference, year or author mismatch, ambiguous), an entry of
+the reference list that is never cited, or an entry with a malformed DOI. (An entry not in the
+student's library is counted apart, ``not_in_library``: it is a lead, not an error.)
 
-    citation_quality  = 1 - sum(weight[verdict] for each citation) / citations
-                        weights: verified 0, author_mismatch 0.25, year_mismatch 0.5,
-                                 ambiguous 0.6, missing_reference 1
-    reference_quality = 1 - uncited references / references
-    score = round(100 * (0.85 * citation_quality + 0.15 * reference_quality))
+The built-in judgment of a report (DESIGN.md's report JSON) is dominated by the share of
+citations with a problem::
 
-A part with nothing to count scores 1. A report without a single in-text citation scores 0
-(nothing in it could be verified). A failed analysis has no score (``None``): the failure is
-the analysis's, not the thesis's. Rating: >= 90 good, >= 70 fair, else poor.
+    citation_share  = citations with a problem / citations
+    reference_share = (uncited entries + malformed DOIs) / entries      (at most 1)
+    score = round(100 * (0.9 * max(0, 1 - 3 * citation_share) + 0.1 * (1 - reference_share)))
+
+Each wrong citation in a hundred costs three points, so 3 % wrong citations is still "good"
+(92), 5 % "fair" (87) and 15 % "poor" (60) even with a perfect reference list. Rating:
+>= 90 good, >= 70 fair, else poor. A report without a single in-text citation gets no score
+(``None``, rating ``"none"``, "no citations found"): there is nothing to rate. A failed analysis
+has no score either: the failure is the analysis's, not the thesis's.
 
 A remote judge (an OpenAI-compatible chat-completions endpoint) gets :func:`prompt` and must
 reply with one JSON object ``{"score": 0-100, "summary": str, "problems": [{"text", "reason"}]}``;
@@ -26,6 +33,12 @@ from typing import Any
 from uuid import UUID
 
 BUILTIN_JUDGE = "builtin"
+# The problem verdicts of a citation, in the order the report lists their groups.
+PROBLEM_VERDICTS = ("missing_reference", "year_mismatch", "author_mismatch", "ambiguous")
+# Points lost per percent of citations with a problem (see the module's docstring).
+CITATION_PENALTY = 3.0
+CITATION_PART = 0.9
+NO_CITATIONS = "none"
 MAX_PROBLEMS = 5
 # The run status whose report is not assessed (DESIGN.md's job and run statuses).
 FAILED = "failed"
@@ -40,7 +53,6 @@ CITATION_WEIGHTS = {
 }
 # An uncited reference ranks below every citation problem in the problem list.
 UNCITED_SEVERITY = 0.2
-CITATION_SHARE = 0.85
 # Bounds the prompt: the judge sees counts for everything and details for the worst problems.
 MAX_PROBLEMS_SENT = 200
 
@@ -61,11 +73,54 @@ _PROBLEM_NOUNS = {
 }
 
 
+def problem_counts(report: dict[str, Any] | None) -> dict[str, int]:
+    """Every count a page shows about a report's problems: the one definition of them.
+
+    ``total`` = ``citation_problems`` + ``uncited`` + ``invalid_doi``; ``citation_problems`` is
+    the sum of the four problem verdicts. Computed from the citations and entries themselves
+    (not the stored summary), so it also holds for reports saved before the summary changed.
+    """
+    report = report if isinstance(report, dict) else {}
+    cites = [c for c in report.get("citations") or [] if isinstance(c, dict)]
+    refs = [r for r in report.get("references") or [] if isinstance(r, dict)]
+    counts = {"citations": len(cites), "verified": 0}
+    counts.update({verdict: 0 for verdict in PROBLEM_VERDICTS})
+    for citation in cites:
+        verdict = citation.get("verdict")
+        if verdict in counts:
+            counts[verdict] += 1
+    counts["citation_problems"] = sum(counts[v] for v in PROBLEM_VERDICTS)
+    counts["references"] = len(refs)
+    counts["uncited"] = sum(1 for r in refs if r.get("verdict") == "uncited")
+    counts["invalid_doi"] = sum(1 for r in refs if r.get("doi") and r.get("doi_valid") is False)
+    counts["not_in_library"] = sum(1 for r in refs if r.get("library") == "not_found")
+    counts["total"] = counts["citation_problems"] + counts["uncited"] + counts["invalid_doi"]
+    return counts
+
+
+def score_of(counts: dict[str, int]) -> int | None:
+    """The built-in score from :func:`problem_counts` (formula in the module's docstring)."""
+    if not counts.get("citations"):
+        return None
+    citation_share = counts["citation_problems"] / counts["citations"]
+    reference_share = (
+        min(1.0, (counts["uncited"] + counts["invalid_doi"]) / counts["references"])
+        if counts.get("references")
+        else 0.0
+    )
+    citation_part = max(0.0, 1 - CITATION_PENALTY * citation_share)
+    return round(
+        100 * (CITATION_PART * citation_part + (1 - CITATION_PART) * (1 - reference_share))
+    )
+
+
 class JudgeError(Exception):
     """The judge could not assess a run; the message says why. Nothing was stored."""
 
 
-def rating(score: int) -> str:
+def rating(score: int | None) -> str:
+    if score is None:
+        return NO_CITATIONS
     return "good" if score >= 90 else "fair" if score >= 70 else "poor"
 
 
@@ -121,22 +176,9 @@ def builtin_judgment(report: dict[str, Any], *, status: str = "complete", error:
         }
     citations = [c for c in report.get("citations") or [] if isinstance(c, dict)]
     references = [r for r in report.get("references") or [] if isinstance(r, dict)]
-    counts = {verdict: 0 for verdict in CITATION_WEIGHTS}
-    for c in citations:
-        if c.get("verdict") in counts:
-            counts[c["verdict"]] += 1
-    uncited = sum(1 for r in references if r.get("verdict") == "uncited")
-    counts.update(uncited=uncited, citations=len(citations), references=len(references))
-
-    if citations:
-        penalty = sum(CITATION_WEIGHTS.get(c.get("verdict"), 1.0) for c in citations)
-        citation_quality = 1 - penalty / len(citations)
-        reference_quality = 1 - uncited / len(references) if references else 1.0
-        score = round(
-            100 * (CITATION_SHARE * citation_quality + (1 - CITATION_SHARE) * reference_quality)
-        )
-    else:
-        score = 0
+    counts = problem_counts(report)
+    uncited = counts["uncited"]
+    score = score_of(counts)
 
     ranked: list[tuple[float, int, dict]] = []
     for i, c in enumerate(citations):
@@ -164,12 +206,16 @@ def builtin_judgment(report: dict[str, Any], *, status: str = "complete", error:
     problems = [p for *_, p in ranked[:MAX_PROBLEMS]]
 
     if not citations:
-        summary = "No in-text citations were found, so nothing in the thesis could be verified."
+        summary = (
+            "No citations found: the thesis has no in-text citations to check, so it gets no score."
+        )
     else:
         pct = round(100 * counts["verified"] / len(citations))
         issues = [_plural(counts[v], *_PROBLEM_NOUNS[v]) for v in _PROBLEM_NOUNS if counts[v]]
         if uncited:
             issues.append(_plural(uncited, "uncited reference"))
+        if counts["invalid_doi"]:
+            issues.append(_plural(counts["invalid_doi"], "malformed DOI"))
         summary = (
             f"{counts['verified']} of {_plural(len(citations), 'citation')} verified ({pct}%)"
             + (f"; {', '.join(issues)}" if issues else "; no problems found")

@@ -139,7 +139,12 @@ def remote_judgment(run: AnalysisRun, baseline: dict) -> dict:
 def assess(run: AnalysisRun) -> dict:
     """The judgment of the run's current content (built-in, refined by a remote judge)."""
     judgment = builtin_judgment(run.report or {}, status=run.status, error=run.error)
-    if settings.ACURIO_JUDGE_URL and run.status == JobStatus.COMPLETE:
+    # A report without citations has nothing to rate: no remote call gives it a score.
+    if (
+        settings.ACURIO_JUDGE_URL
+        and run.status == JobStatus.COMPLETE
+        and judgment["score"] is not None
+    ):
         remote = remote_judgment(run, judgment)
         judgment = {**judgment, **remote, "rating": rating(remote["score"])}
     judgment["job_id"] = run.job_id

@@ -40,8 +40,8 @@ def test_builtin_score_follows_the_documented_formula():
     ]
     references = [{"text": "A", "verdict": "cited"}, {"text": "Z", "verdict": "uncited"}]
     result = builtin_judgment(report(citations, references))
-    # citations: 1 - (1 + 0.5) / 4 = 0.625; references: 1 - 1/2 = 0.5
-    assert result["score"] == round(100 * (0.85 * 0.625 + 0.15 * 0.5)) == 61
+    # citations: 2 of 4 with a problem -> max(0, 1 - 3 * 0.5) = 0; references: 1 - 1/2 = 0.5
+    assert result["score"] == round(100 * (0.9 * 0 + 0.1 * 0.5)) == 5
     assert result["rating"] == "poor"
     assert result["counts"] == {
         "verified": 2,
@@ -49,13 +49,17 @@ def test_builtin_score_follows_the_documented_formula():
         "year_mismatch": 1,
         "ambiguous": 0,
         "missing_reference": 1,
+        "citation_problems": 2,
         "uncited": 1,
+        "invalid_doi": 0,
+        "not_in_library": 0,
+        "total": 3,
         "citations": 4,
         "references": 2,
     }
     assert result["summary"] == (
         "2 of 4 citations verified (50%); 1 missing reference, 1 year mismatch, "
-        "1 uncited reference. Score 61/100."
+        "1 uncited reference. Score 5/100."
     )
 
 
@@ -96,10 +100,10 @@ def test_builtin_perfect_report():
     assert result["summary"] == "1 of 1 citation verified (100%); no problems found. Score 100/100."
 
 
-def test_builtin_report_without_citations_scores_zero():
+def test_builtin_report_without_citations_has_no_score():
     result = builtin_judgment(report([], [{"text": "X", "verdict": "uncited"}]))
-    assert result["score"] == 0
-    assert result["summary"].startswith("No in-text citations were found")
+    assert (result["score"], result["rating"]) == (None, "none")
+    assert result["summary"].startswith("No citations found")
 
 
 def test_builtin_failed_run_has_no_score():
