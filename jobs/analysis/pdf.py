@@ -462,12 +462,14 @@ def _region_kind(group: list[Line], low: float) -> str:
     return "indent" if high[0] else "hanging"
 
 
-def _entry_ends(a: Line, b: Line, right: float) -> bool:
+def _entry_ends(a: Line, b: Line, right: float, *, page_break: bool = False) -> bool:
     """Whether a paragraph or entry ends after ``a`` and ``b`` starts the next, by content.
 
     The cue where the layout gives none (a page break, a list set flush left without gaps):
     ``a`` ends a sentence or a URL and is short of the right margin, or ``b`` opens like an
-    entry (``[12]``, ``12.``, ``Surname, I.``).
+    entry (``[12]``, ``12.``, ``Surname, I.``). At a page break, where no gap can tell,
+    a short last line ends its paragraph even without a full stop (DIN 1505-2 entries end in
+    a page range or an ISBN).
     """
     if _URL_START.match(b.text):
         return False  # a DOI or URL wrapped onto the next line still belongs to its entry
@@ -477,13 +479,13 @@ def _entry_ends(a: Line, b: Line, right: float) -> bool:
         or (a.text[-1] == "/" and not b.text[:1].isupper() and b.text[:1] != "[")
     ):
         return False  # a URL broken inside itself
-    if not (url or _ends_sentence(a.text)):
-        return False
     # The line was ended on purpose if the next line's first word would have fitted on it
     # (widths are estimated from the glyph count, hence the margin).
     word = b.text.split(" ", 1)[0]
     room = right - a.x1 - 0.05 * max(right - a.x0, 1)
     short = room > (len(word) + 1) * b.size * 0.5
+    if not (url or _ends_sentence(a.text)):
+        return page_break and short and a.text[-1] not in ",;:-\u2013("
     return bool(short or _REF_START.match(b.text))
 
 
@@ -519,7 +521,7 @@ def _joins(
         return b.high
     if kind == "indent":
         return not b.high
-    return not _entry_ends(a, b, col_right)
+    return not _entry_ends(a, b, rights.get((a.page, a.column), col_right), page_break=True)
 
 
 _URL_START = re.compile(r"^(?:https?://|doi:|DOI:?\s|10\.\d{4,9}/)", re.IGNORECASE)
