@@ -54,3 +54,24 @@ class Break(Exception):
     def __init__(self, value: object = None) -> None:
         super().__init__(value)
         self.value = value
+
+
+class WorkflowNotFinished(DurableError):
+    """``result()`` of an instance that is still pending or running (it has no result yet)."""
+
+
+class WorkflowFailed(DurableError):
+    """The instance failed; ``error`` is its error message (as ``error(id)`` returns it)."""
+
+    def __init__(self, instance_id: object, error: str) -> None:
+        super().__init__(f"workflow instance {instance_id} failed: {error}")
+        self.instance_id = instance_id
+        self.error = error
+
+
+class WorkflowCancelled(DurableError):
+    """The instance was cancelled before it completed."""
+
+    def __init__(self, instance_id: object) -> None:
+        super().__init__(f"workflow instance {instance_id} was cancelled")
+        self.instance_id = instance_id

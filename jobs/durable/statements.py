@@ -26,6 +26,10 @@ SIGNAL = Signal._meta.db_table
 
 # The channel idle workers LISTEN on; a transaction that made a step ready NOTIFYs it.
 NOTIFY_CHANNEL = "durable_ready"
+# The channel WorkflowHandle.result() LISTENs on; the statement that finishes an instance
+# (completed, failed, cancelled) NOTIFYs it with the instance id as payload.
+FINISHED_CHANNEL = "durable_finished"
+_NOTIFY_FINISHED = f"pg_notify('{FINISHED_CHANNEL}', fin.id::text)"
 
 
 def step_columns(alias: str = "") -> str:
@@ -39,6 +43,8 @@ def step_columns(alias: str = "") -> str:
 NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
 # A worker's connection subscribes to the wake-ups (again after every reconnect).
 LISTEN = f"LISTEN {NOTIFY_CHANNEL}"
+# A waiting handle's own connection subscribes to instances finishing. No table.
+LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 
 # --- claiming (worker) ------------------------------------------------------------------------
 # Claim up to {limit} due ready steps, mark their pending instances running, and return each
@@ -187,10 +193,10 @@ CHECKPOINT_LAST = (
     f" root AS (UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
     " finished_at = %s WHERE id = (SELECT parent_id FROM done) AND status = 'running'"
     " RETURNING id),"
-    f" finished AS (UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
+    f" fin AS (UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
     " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
     " AND EXISTS (SELECT 1 FROM root) RETURNING id)"
-    " SELECT 1 FROM done"
+    f" SELECT (SELECT count(*) FROM fin, {_NOTIFY_FINISHED}) FROM done"
 )
 
 # A leaf step's checkpoint that also activates the next step of its parent sequence,
@@ -229,19 +235,22 @@ COMPLETE_STEP = (
     " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id"
 )
 
-# Complete the root step and its instance in one statement, in that order. Primary keys.
+# Complete the root step and its instance in one statement, in that order (and wake the
+# instance's waiting handles). Primary keys.
 COMPLETE_ROOT = (
     f"WITH done AS (UPDATE {STEP} SET status = 'completed', output = %s::jsonb,"
-    " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id)"
-    f" UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status = 'running' RETURNING id),"
+    f" fin AS (UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
     " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
-    " AND EXISTS (SELECT 1 FROM done)"
+    " AND EXISTS (SELECT 1 FROM done) RETURNING id)"
+    f" SELECT {_NOTIFY_FINISHED} FROM fin"
 )
 
-# Complete an unfinished instance with its result. Primary key.
+# Complete an unfinished instance with its result (and wake its waiting handles). Primary key.
 COMPLETE_INSTANCE = (
-    f"UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
-    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running')"
+    f"WITH fin AS (UPDATE {INSTANCE} SET status = 'completed', result = %s::jsonb,"
+    " finished_at = %s WHERE id = %s AND status IN ('pending', 'running') RETURNING id)"
+    f" SELECT {_NOTIFY_FINISHED} FROM fin"
 )
 
 # One child of a join finished: count it down and return what is left. The UPDATE locks the
@@ -278,9 +287,11 @@ RESCHEDULE_STEP = (
 )
 
 # Fail or cancel an unfinished instance; of two transactions doing so, one wins. Primary key.
+# Returns one row when it did (the NOTIFY that wakes the instance's waiting handles).
 FINISH_INSTANCE = (
-    f"UPDATE {INSTANCE} SET status = %s, error = %s, finished_at = %s"
-    " WHERE id = %s AND status IN ('pending', 'running')"
+    f"WITH fin AS (UPDATE {INSTANCE} SET status = %s, error = %s, finished_at = %s"
+    " WHERE id = %s AND status IN ('pending', 'running') RETURNING id)"
+    f" SELECT {_NOTIFY_FINISHED} FROM fin"
 )
 
 # Cancel every unfinished step of an instance (it failed or was cancelled): their workers'
