@@ -135,6 +135,29 @@ _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", env.int("DATABASE_CO
 if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
     _db["OPTIONS"].setdefault("prepare_threshold", 2**31 - 1)
 DATABASES = {"default": _db}
+# LISTEN needs a session of its own, which a transaction-pooling proxy (PgBouncer in
+# transaction mode) does not give: with DATABASE_DIRECT_URL the worker LISTENs on a connection
+# of its own to that address (its host, port, user and password; the database is DATABASE_URL's,
+# so a test database is followed). Everything else goes through DATABASE_URL. Unset: the worker
+# LISTENs on its ordinary connection.
+DATABASE_DIRECT: dict[str, str | int] = {}
+if env.str("DATABASE_DIRECT_URL", default=""):
+    try:
+        _direct = env.db("DATABASE_DIRECT_URL")
+    except (ImproperlyConfigured, ValueError, KeyError) as exc:
+        _fatal(f"DATABASE_DIRECT_URL is not a valid database URL ({exc})")
+    if _direct.get("ENGINE") != "django.db.backends.postgresql":
+        _fatal("DATABASE_DIRECT_URL must point at PostgreSQL (postgres://user@host:port/name)")
+    DATABASE_DIRECT = {
+        key: value
+        for key, value in (
+            ("host", _direct.get("HOST")),
+            ("port", _direct.get("PORT")),
+            ("user", _direct.get("USER")),
+            ("password", _direct.get("PASSWORD")),
+        )
+        if value not in (None, "")
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -----------------------------------------------------------------------------

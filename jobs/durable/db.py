@@ -19,9 +19,11 @@ does).
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import psycopg
+from django.conf import settings
 from django.db import connection
 
 
@@ -42,3 +44,32 @@ def decode_json(raw: Any) -> Any:
     """A jsonb value read through a raw cursor: text or already decoded, depending on the
     adapter setup of the cursor that read it."""
     return json.loads(raw) if isinstance(raw, str) else raw
+
+
+_listening = threading.local()
+
+
+def listening_connection() -> psycopg.Connection:
+    """The raw connection this thread LISTENs on for ``NOTIFY durable_ready``.
+
+    Django's own connection, unless ``settings.DATABASE_DIRECT`` (from ``DATABASE_DIRECT_URL``)
+    names a direct route to the server: LISTEN is session state, which a transaction-pooling
+    proxy hands to another client after each statement, so then each thread keeps a
+    connection of its own to that address (the database name is the default connection's), in
+    autocommit, opened again once it is closed or broken. Call it inside
+    ``connection.wrap_database_errors`` to get Django's exceptions for a failed connect.
+    """
+    direct = getattr(settings, "DATABASE_DIRECT", None)
+    if not direct:
+        return connection.connection
+    conn = getattr(_listening, "conn", None)
+    if conn is None or conn.closed or conn.broken:
+        options = connection.settings_dict.get("OPTIONS") or {}
+        conn = psycopg.connect(
+            dbname=connection.settings_dict["NAME"],
+            connect_timeout=options.get("connect_timeout", 5),
+            autocommit=True,
+            **direct,
+        )
+        _listening.conn = conn
+    return conn

@@ -62,7 +62,7 @@ from django.utils import timezone
 
 from jobs.durable import observe, statements
 from jobs.durable.context import Context
-from jobs.durable.db import execute_prepared
+from jobs.durable.db import execute_prepared, listening_connection
 from jobs.durable.engine import (
     UNFINISHED_INSTANCE,
     Txn,
@@ -474,15 +474,15 @@ class Worker:
     def _listen(self) -> None:
         """LISTEN on this thread's connection, again after every reconnect."""
         connection.ensure_connection()
-        raw = connection.connection
-        if self._listening_on.get(threading.get_ident()) != id(raw):
-            with connection.cursor() as cursor:
-                cursor.execute(statements.LISTEN)
-            self._listening_on[threading.get_ident()] = id(raw)
+        with connection.wrap_database_errors:  # DATABASE_DIRECT_URL's when set (db.py says why)
+            raw = listening_connection()
+            if self._listening_on.get(threading.get_ident()) != id(raw):
+                raw.execute(statements.LISTEN)
+        self._listening_on[threading.get_ident()] = id(raw)
 
     def _wait(self) -> None:
         """Sleep until a NOTIFY, the polling interval, or a signal, whichever comes first."""
-        raw = connection.connection
+        raw = listening_connection()
         deadline = time.monotonic() + self.poll_interval
         while not self.shutdown:
             left = deadline - time.monotonic()
