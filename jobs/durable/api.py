@@ -10,16 +10,25 @@ rolled-back start leaves nothing behind), else in its own.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
+import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from jobs.durable import statements
 from jobs.durable.engine import Txn, load_graph
-from jobs.durable.errors import DefinitionError, InstanceNotFound, SignalError
+from jobs.durable.errors import (
+    DefinitionError,
+    InstanceNotFound,
+    SignalError,
+    WorkflowCancelled,
+    WorkflowFailed,
+    WorkflowNotFinished,
+)
 from jobs.durable.graph import NAME_RE, Node, compile_graph, iter_spec
 from jobs.durable.kinds import get_kind
 from jobs.durable.kinds.timers import lock_signal
@@ -42,7 +51,7 @@ def start(
     input: Any = None,
     on_failure: str = "",
     user: Any = None,
-) -> uuid.UUID:
+) -> WorkflowHandle:
     """Store the workflow's graph as a new instance and make its first step(s) ready.
 
     Joins the caller's transaction. ``owner`` is a user (or None); ``input`` is any JSON data,
@@ -51,6 +60,7 @@ def start(
     Raises DefinitionError for a malformed workflow, an unimportable task or hook, or input
     that JSON cannot hold. ``user`` is the person starting it (the owner unless ``owner`` is
     given): NotPermitted unless they hold the permissions it needs (jobs.durable.permissions).
+    Returns a :class:`WorkflowHandle` (a UUID: usable wherever an instance id is).
     """
     spec = compile_graph(workflow)
     for node in iter_spec(spec):
@@ -86,7 +96,95 @@ def start(
         txn = Txn(Graph.build(instance.id, spec, input, on_failure), now)
         txn.activate(spec, None)
         txn.flush()
-    return instance.id
+    return WorkflowHandle(instance.id)
+
+
+# Seconds between status reads while a handle waits: a safety net for a notification lost
+# with a dropped connection, not the way a finish is noticed (that is the NOTIFY).
+RESULT_RECHECK_SECONDS = 5.0
+
+
+class WorkflowHandle(uuid.UUID):
+    """An instance id (a :class:`uuid.UUID`, so ``str(h)``, filters and URLs take it as is)
+    with the verbs that read its outcome.
+
+    ``status()`` reads the status; ``result(timeout=None)`` waits until the instance finishes
+    and returns its result, or raises :class:`WorkflowFailed` / :class:`WorkflowCancelled`,
+    or :class:`TimeoutError` after ``timeout`` seconds. Waiting costs one idle connection of
+    its own that LISTENs on ``durable_finished`` (the statement finishing an instance sends
+    it): no polling. An instance started in the caller's still-open transaction cannot finish
+    before that transaction commits, so waiting inside it only ends with the timeout.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, value: uuid.UUID | str) -> None:
+        super().__init__(str(value))
+
+    @property
+    def id(self) -> uuid.UUID:
+        """The plain UUID."""
+        return uuid.UUID(int=self.int)
+
+    def __repr__(self) -> str:
+        return f"WorkflowHandle('{self}')"
+
+    def status(self) -> str:
+        return status(self)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the instance to finish; its result, or the exception its end calls for."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        state = status(self)  # InstanceNotFound for an id that does not exist
+        if state not in ("pending", "running"):
+            return result(self)
+        with _listener() as listener:
+            while True:
+                # Read after LISTEN: a finish committed before it is seen here, one after it
+                # is notified.
+                if listener.status(self.id) not in ("pending", "running"):
+                    return result(self)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(
+                        f"workflow instance {self} did not finish within {timeout:g}s"
+                    )
+                wait = RESULT_RECHECK_SECONDS if left is None else min(left, RESULT_RECHECK_SECONDS)
+                listener.wait_for(str(self.id), wait)
+
+
+class _listener:
+    """A connection of its own, in autocommit, listening for instances finishing."""
+
+    def __enter__(self) -> _listener:
+        params = connection.get_connection_params()
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        self.conn = psycopg.connect(**params, autocommit=True)
+        self.conn.execute(statements.LISTEN_FINISHED)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def status(self, instance_id: uuid.UUID) -> str | None:
+        row = self.conn.execute(statements.INSTANCE_STATUS, [instance_id]).fetchone()
+        return None if row is None else row[0]
+
+    def wait_for(self, payload: str, seconds: float) -> None:
+        """Return when ``payload`` is notified or ``seconds`` have passed."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            for note in self.conn.notifies(timeout=left, stop_after=1):
+                if note.payload == payload:
+                    return
+
+
+def get_handle(instance_id: uuid.UUID | str) -> WorkflowHandle:
+    """The handle of an existing instance (InstanceNotFound otherwise)."""
+    pk = parse_instance_id(instance_id)
+    Instance.objects.values_of(pk, "status")
+    return WorkflowHandle(pk)
 
 
 def status(instance_id: uuid.UUID | str) -> str:
@@ -95,9 +193,20 @@ def status(instance_id: uuid.UUID | str) -> str:
 
 
 def result(instance_id: uuid.UUID | str) -> Any:
-    """The last step's output (JSON data) of a completed instance; None until it completes."""
-    state, value = Instance.objects.values_of(instance_id, "status", "result")
-    return value if state == InstanceStatus.COMPLETED else None
+    """The last step's output (JSON data) of a completed instance, without waiting.
+
+    Raises WorkflowNotFinished while it is pending or running (a finished ``None`` result and
+    "not yet" are told apart), WorkflowFailed or WorkflowCancelled when it ended so. To wait,
+    use ``get_handle(id).result(timeout=...)``.
+    """
+    state, value, error_text = Instance.objects.values_of(instance_id, "status", "result", "error")
+    if state == InstanceStatus.COMPLETED:
+        return value
+    if state == InstanceStatus.FAILED:
+        raise WorkflowFailed(instance_id, error_text)
+    if state == InstanceStatus.CANCELLED:
+        raise WorkflowCancelled(instance_id)
+    raise WorkflowNotFinished(f"workflow instance {instance_id} is {state}: no result yet")
 
 
 def error(instance_id: uuid.UUID | str) -> str:

@@ -125,6 +125,9 @@ RELEASE_STEP = (
 SET_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
 
 # --- reading an instance's state --------------------------------------------------------------
+# An instance's status (a waiting handle's check). Primary key.
+INSTANCE_STATUS = f"SELECT status FROM {INSTANCE} WHERE id = %s"
+
 # The stored graph of an instance (cached by the engine: it never changes). Primary key.
 LOAD_GRAPH = f"SELECT graph, input, on_failure FROM {INSTANCE} WHERE id = %s"
 

@@ -12,6 +12,7 @@ from django.db import transaction
 from jobs.durable import (
     DefinitionError,
     InstanceNotFound,
+    WorkflowNotFinished,
     cancel,
     current_step,
     explain,
@@ -81,9 +82,10 @@ def test_verbs_reject_unknown_and_malformed_ids():
             verb("not-a-uuid")
 
 
-def test_result_is_none_until_completed(worker):
+def test_result_raises_until_completed(worker):
     iid = start(t("number"), input={"n": 5})
-    assert result(iid) is None
+    with pytest.raises(WorkflowNotFinished):
+        result(iid)
     worker.drain()
     assert result(str(iid)) == 5
 
