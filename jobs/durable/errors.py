@@ -75,3 +75,7 @@ class WorkflowCancelled(DurableError):
     def __init__(self, instance_id: object) -> None:
         super().__init__(f"workflow instance {instance_id} was cancelled")
         self.instance_id = instance_id
+
+
+class WorkflowIdConflict(DurableError):
+    """``start(id=...)`` with an id an instance of another workflow or input already has."""
