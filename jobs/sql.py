@@ -90,12 +90,14 @@ FROM job LEFT JOIN up ON true
 # --- the judge (jobs.runs.judge) ----------------------------------------------------------------
 
 # Stores many judgments in one statement; each lands only if the run still holds the job that
-# was judged (a newer job's content is judged on its own turn). Runs by primary key.
+# was judged (a newer job's content is judged on its own turn). Runs by primary key. Returns
+# the runs stored, whose judged events the caller writes in the same transaction.
 STORE_JUDGMENTS = f"""
 UPDATE {RUN} AS r
 SET judgment = v.judgment, judged_job_id = v.job_id, judged_at = %s
 FROM jsonb_to_recordset(%s::jsonb) AS v(id uuid, job_id bigint, judgment jsonb)
 WHERE r.id = v.id AND r.job_id = v.job_id
+RETURNING r.id, r.job_id
 """
 
 # --- the sweeper's trim (jobs.sweeper.Sweeper.trim) ---------------------------------------------

@@ -37,7 +37,7 @@ from uuid import UUID
 
 import httpx
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.analysis.judging import (
@@ -151,7 +151,13 @@ def assess(run: AnalysisRun) -> dict:
     return judgment
 
 
-def _store(runs: list[AnalysisRun], judgments: dict) -> int:
+def _store(runs: list[AnalysisRun], judgments: dict, *, source: str, sweeper_name: str = "") -> int:
+    """Store the judgments, each with its ``judged`` RunEvent in the same transaction.
+
+    The event commits with the judgment or not at all, so the dashboard's "judged" count is
+    the judgments stored, whoever judged (a tab's save, the backstop, a worker, the judge
+    backstop).
+    """
     rows = [
         {"id": str(r.pk), "job_id": r.job_id, "judgment": judgments[r.pk]}
         for r in runs
@@ -159,26 +165,43 @@ def _store(runs: list[AnalysisRun], judgments: dict) -> int:
     ]
     if not rows:
         return 0
-    with connection.cursor() as cursor:
-        cursor.execute(STORE_JUDGMENTS, [timezone.now(), json.dumps(rows)])
-        stored = cursor.rowcount
-    if stored < len(rows):
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(STORE_JUDGMENTS, [timezone.now(), json.dumps(rows)])
+            stored = cursor.fetchall()
+        RunEvent.objects.bulk_create(
+            RunEvent(
+                kind=RunEvent.Kind.JUDGED,
+                job_id=job_id,
+                run_id=run_id,
+                sweeper=sweeper_name,
+                details={"score": judgments[run_id].get("score"), "source": source},
+            )
+            for run_id, job_id in stored
+        )
+    if len(stored) < len(rows):
         # A newer job's content arrived while we judged; it is judged on its own turn.
         logger.info(
-            "judge: %d of %d runs moved to a newer job while judged", len(rows) - stored, len(rows)
+            "judge: %d of %d runs moved to a newer job while judged",
+            len(rows) - len(stored),
+            len(rows),
         )
-    return stored
+    return len(stored)
 
 
 def judge_runs(
-    run_ids: Iterable[UUID | str], *, should_stop: Callable[[], bool] | None = None
+    run_ids: Iterable[UUID | str],
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    source: str = "save",
+    sweeper_name: str = "",
 ) -> tuple[dict[UUID, dict], dict[UUID, JudgeError]]:
     """Judge several runs; return (judgments, failures), both keyed by run id.
 
     The built-in judge stores all judgments in one statement; with a remote judge each is
     stored as soon as it is back, so a crash loses at most the call in flight. Unknown run ids
     are left out of both. ``should_stop`` is asked before each remote call (a draining sweeper
-    leaves the rest to a later sweep).
+    leaves the rest to a later sweep). ``source`` and ``sweeper_name`` go on the judged events.
     """
     runs = list(AnalysisRun.objects.only(*_JUDGE_FIELDS).filter(pk__in=list(run_ids)))
     judgments: dict[UUID, dict] = {}
@@ -193,9 +216,9 @@ def judge_runs(
             failures[run.pk] = exc
             continue
         if remote:
-            _store([run], judgments)
+            _store([run], judgments, source=source, sweeper_name=sweeper_name)
     if not remote:
-        _store(runs, judgments)
+        _store(runs, judgments, source=source, sweeper_name=sweeper_name)
     return judgments, failures
 
 
@@ -207,7 +230,7 @@ def judge_run(run_id: UUID | str) -> dict:
     """
     run = AnalysisRun.objects.only(*_JUDGE_FIELDS).get(pk=run_id)
     judgment = assess(run)
-    _store([run], {run.pk: judgment})
+    _store([run], {run.pk: judgment}, source="judge_run")
     return judgment
 
 
@@ -253,20 +276,13 @@ def judge_backlog(
         .order_by("saved_at")
         .values_list("pk", flat=True)[:limit]
     )
-    judgments, failures = judge_runs(run_ids, should_stop=should_stop)
+    judgments, failures = judge_runs(
+        run_ids, should_stop=should_stop, source="judge_backstop", sweeper_name=sweeper_name
+    )
     for run_id, exc in failures.items():
         logger.warning("judge backstop: run %s not judged: %s", run_id, exc)
-    judged = []
+    # Each judgment's RunEvent was written with it (_store).
     for run_id, judgment in judgments.items():
-        judged.append(
-            RunEvent(
-                kind=RunEvent.Kind.JUDGED,
-                job_id=judgment["job_id"],
-                run_id=run_id,
-                sweeper=sweeper_name,
-                details={"score": judgment.get("score"), "source": "judge_backstop"},
-            )
-        )
         logger.info(
             "run_judged run=%s job=%s score=%s sweeper=%s",
             run_id,
@@ -274,5 +290,4 @@ def judge_backlog(
             judgment.get("score"),
             sweeper_name,
         )
-    RunEvent.objects.bulk_create(judged)
-    return len(judged)
+    return len(judgments)

@@ -4,11 +4,17 @@ The tab's save (``POST /api/analysis-runs``) and the sweeper's backstop (``jobs.
 both call ``save_and_judge``: the saves go through the single writer in one short transaction,
 and what they wrote is judged after it has committed, with no row locked, because a remote
 judge calls the network.
+
+The caller's diagnostics (the backstop's "recorded" events) are written by an ``outbox``
+callback *inside* the saves' transaction: they commit with the runs or not at all, so no
+failure after the commit (the judge, the database going away) can lose them. Each judgment's
+own event is written with the judgment (``jobs.runs.judge``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -34,8 +40,18 @@ class SavedRun:
     judge_error: JudgeError | None = None
 
 
+# What the outbox callback is given: each save's result and when its job turned terminal.
+Saved = list[tuple[SaveResult, datetime | None]]
+
+
 def save_and_judge(
-    jobs: QuerySet[AnalysisJob], saved_by: str, *, hand_remote_to_worker: bool = False
+    jobs: QuerySet[AnalysisJob],
+    saved_by: str,
+    *,
+    hand_remote_to_worker: bool = False,
+    outbox: Callable[[Saved], object] | None = None,
+    judge_source: str = "save",
+    sweeper_name: str = "",
 ) -> list[SavedRun]:
     """Save the run of every job in ``jobs`` as ``saved_by``, then judge the runs written.
 
@@ -50,6 +66,9 @@ def save_and_judge(
     worker judges it very soon. A judge failure leaves the run unjudged for its job, and the
     judge backstop judges it later. Raises ``SaveRunError`` as ``save_run`` does (the whole
     transaction is rolled back). Call it with no transaction open.
+
+    ``outbox(saved)`` runs inside the saves' transaction, after the last save: what it writes
+    commits with them. ``judge_source`` and ``sweeper_name`` go on the judged events.
     """
     with transaction.atomic():
         # Only ids and times: the multi-MB body stays in the database.
@@ -58,6 +77,8 @@ def save_and_judge(
             (save_run(pk, saved_by), finished_at)
             for pk, _run_id, finished_at in sorted(picked, key=lambda row: (str(row[1]), row[0]))
         ]
+        if outbox is not None:
+            outbox(saved)
     # The locks are released: now the slow part.
     written = [result.run_id for result, _ in saved if result.action == "write"]
     judgments: dict = {}
@@ -66,7 +87,7 @@ def save_and_judge(
         for run_id in written:
             judge_soon(run_id)
     elif written:
-        judgments, failures = judge_runs(written)
+        judgments, failures = judge_runs(written, source=judge_source, sweeper_name=sweeper_name)
     for run_id, exc in failures.items():
         logger.warning("run %s saved but not judged yet (the judge backstop will): %s", run_id, exc)
     return [

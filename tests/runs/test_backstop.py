@@ -8,12 +8,13 @@ from datetime import timedelta
 import psycopg
 import pytest
 import time_machine
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils import timezone
 
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent
-from jobs.runs import JudgeError, record_jobs
+from jobs.runs import JudgeError, judge_backlog, record_jobs
 from jobs.runs import judge as judge_module
+from jobs.runs import saving as saving_module
 from tests.processes import database_url
 
 from .helpers import big_html, run_version, saved
@@ -49,7 +50,11 @@ def test_closed_tab_job_is_recorded_after_the_grace_and_judged(make_job, clock):
         "host:1",
     )
     assert event.lag_seconds == pytest.approx(GRACE + 1)
-    assert event.details == {"source": "sweeper", "judged": True, "score": 100}
+    assert (event.details, event.operator) == ({"source": "sweeper"}, "")
+    # The judgment has its own event, written with it.
+    judged = RunEvent.objects.get(kind=RunEvent.Kind.JUDGED)
+    assert (judged.job_id, judged.run_id, judged.sweeper) == (job.pk, job.run_id, "host:1")
+    assert judged.details == {"score": 100, "source": "sweeper"}
     # Recorded once: the next sweep finds nothing.
     assert record_jobs(grace=GRACE) == []
 
@@ -131,11 +136,13 @@ def test_two_ghosts_of_one_run_end_with_the_newer(make_job, clock):
 def test_record_now_records_the_given_ghosts_only(make_job):
     a, b, c = make_job(), make_job(), make_job()
     saved(c, "client")
-    results = record_jobs([a.pk, c.pk], source="admin", sweeper_name="admin:olivia")
+    results = record_jobs([a.pk, c.pk], source="manual", operator="olivia")
     assert [r.job_id for r in results] == [a.pk]  # c is no ghost; b was not asked for
     assert AnalysisRun.objects.get(pk=a.run_id).saved_by == "worker"
     assert not AnalysisRun.objects.filter(pk=b.run_id).exists()
-    assert RunEvent.objects.get().details["source"] == "admin"
+    event = RunEvent.objects.get(kind=RunEvent.Kind.RECORDED)
+    assert (event.details["source"], event.operator, event.sweeper) == ("manual", "olivia", "")
+    assert event.by == "manual: olivia"
 
 
 @pytest.mark.django_db
@@ -148,7 +155,59 @@ def test_judge_failure_leaves_run_recorded_for_the_judge_backstop(make_job, monk
     [result] = record_jobs([job.pk])
     assert result.action == "write"
     assert AnalysisRun.objects.unjudged().filter(pk=job.run_id).exists()
-    assert RunEvent.objects.get().details == {"source": "sweeper", "judged": False, "score": None}
+    # Recorded, and said so; no judged event for a judgment that was not stored.
+    assert RunEvent.objects.get().kind == RunEvent.Kind.RECORDED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_recorded_event_commits_with_the_run_so_a_failure_after_the_commit_cannot_lose_it(
+    make_job, monkeypatch
+):
+    """The outbox: the record and its event are one transaction. The database failing while
+    the run is judged (here: every judge call raises as a PostgreSQL restart would) loses
+    neither, and the judge backstop judges the run later, with its own event."""
+
+    def restarting(run_ids, **kwargs):
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(saving_module, "judge_runs", restarting)
+    jobs = [make_job(), make_job()]
+    with pytest.raises(OperationalError):
+        record_jobs([j.pk for j in jobs], sweeper_name="host:1")
+
+    # Committed: both runs and both recorded events, seen from a fresh connection.
+    connection.close()
+    assert set(AnalysisRun.objects.values_list("job_id", flat=True)) == {j.pk for j in jobs}
+    recorded = RunEvent.objects.filter(kind=RunEvent.Kind.RECORDED)
+    assert sorted(recorded.values_list("job_id", flat=True)) == sorted(j.pk for j in jobs)
+    assert not RunEvent.objects.filter(kind=RunEvent.Kind.JUDGED).exists()
+
+    monkeypatch.undo()
+    assert judge_backlog(grace=timedelta(0), limit=10, sweeper_name="host:2") == 2
+    assert not AnalysisRun.objects.unjudged().exists()
+    judged = RunEvent.objects.filter(kind=RunEvent.Kind.JUDGED)
+    assert sorted(judged.values_list("job_id", flat=True)) == sorted(j.pk for j in jobs)
+    assert {e.details["source"] for e in judged} == {"judge_backstop"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_recorded_event_rolls_back_with_a_record_that_did_not_commit(make_job, monkeypatch):
+    """The other half of the outbox: an event never claims a record that rolled back."""
+    real = saving_module.save_run
+    calls = []
+
+    def second_save_fails(job_id, saved_by):
+        calls.append(job_id)
+        if len(calls) == 2:
+            raise RuntimeError("connection lost mid-batch")
+        return real(job_id, saved_by)
+
+    monkeypatch.setattr(saving_module, "save_run", second_save_fails)
+    make_job(), make_job()
+    with pytest.raises(RuntimeError):
+        record_jobs(grace=0)
+    assert not AnalysisRun.objects.exists()
+    assert not RunEvent.objects.exists()
 
 
 @pytest.mark.django_db

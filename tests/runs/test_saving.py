@@ -73,11 +73,11 @@ def test_the_judge_runs_after_the_saves_committed(make_job, monkeypatch):
     seen = []
     real = saving_module.judge_runs
 
-    def judging(run_ids):
+    def judging(run_ids, **kwargs):
         # No transaction open: the saves committed and their row locks are gone.
         seen.append(connection.in_atomic_block)
         assert AnalysisRun.objects.filter(pk__in=list(run_ids)).exists()
-        return real(run_ids)
+        return real(run_ids, **kwargs)
 
     monkeypatch.setattr(saving_module, "judge_runs", judging)
     job = make_job()

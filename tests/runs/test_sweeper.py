@@ -64,10 +64,12 @@ def test_tick_never_touches_an_open_tab_run(make_job):
         saved(job, "client")  # the tab saw the terminal status and POSTed
         judge_run(job.run_id)
         version = run_version(job.run_id)
+        events = list(RunEvent.objects.values_list("kind", flat=True))
+        assert events == [RunEvent.Kind.JUDGED]  # the judgment's own event
         clock.shift(timedelta(days=2))
         tick_and_wait(Sweeper(grace_seconds=GRACE, ttl_hours=72))
         assert run_version(job.run_id) == version  # not one tuple
-        assert not RunEvent.objects.exists()
+        assert list(RunEvent.objects.values_list("kind", flat=True)) == events
 
 
 @pytest.mark.django_db(transaction=True)
@@ -84,6 +86,8 @@ def test_tick_only_judges_an_unjudged_open_tab_run(make_job):
         assert AnalysisRun.objects.values(*content).get(pk=job.run_id) == before
         assert run.judged_job_id == job.pk
         assert not RunEvent.objects.filter(kind=RunEvent.Kind.RECORDED).exists()
+        judged = RunEvent.objects.get(kind=RunEvent.Kind.JUDGED)
+        assert (judged.run_id, judged.details["source"]) == (job.run_id, "judge_backstop")
 
 
 @pytest.mark.django_db(transaction=True)
