@@ -526,6 +526,16 @@ class SweeperHeartbeatQuerySet(models.QuerySet):
             _deadline=ExpressionWrapper(Value(now) - span, output_field=models.DateTimeField()),
         ).filter(_silent_since__lt=F("_deadline"))
 
+    def expired(self, now: datetime) -> SweeperHeartbeatQuerySet:
+        """Rows no operator needs any more: a process silent for ``EXPIRY_TICKS`` of its
+        ticks (killed: nothing marked it stopped), or stopped more than ``STOPPED_KEPT`` ago.
+        Every sweeper deletes them on its tick, so dead processes do not pile up."""
+        model = self.model
+        killed = self.filter(stopped_at__isnull=True).silent_for(now, model.EXPIRY_TICKS)
+        return self.filter(
+            Q(pk__in=killed.values("pk")) | Q(stopped_at__lt=now - model.STOPPED_KEPT)
+        )
+
     def last_tick_at(self) -> datetime | None:
         """When any sweeper last ticked (None if none ever did): /healthz reports its age."""
         return (
@@ -538,6 +548,11 @@ class SweeperHeartbeatQuerySet(models.QuerySet):
 
 class SweeperHeartbeat(models.Model):
     """One row per sweeper process, touched every tick, so operators see who is alive."""
+
+    # A row silent this many of its ticks is deleted (the dashboard shows it "gone" before).
+    EXPIRY_TICKS = 20
+    # A drained (stopped) sweeper stays listed this long, so a deploy's exit is visible.
+    STOPPED_KEPT = timedelta(days=1)
 
     name = models.CharField(max_length=200, unique=True, help_text="host:pid")
     started_at = models.DateTimeField(default=timezone.now)

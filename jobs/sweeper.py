@@ -2,7 +2,9 @@
 
 Each tick, in the main thread:
 
-1. **heartbeat** — this process's ``SweeperHeartbeat`` row (``host:pid``) is touched;
+1. **heartbeat** — this process's ``SweeperHeartbeat`` row (``host:pid``) is touched, and rows
+   of processes silent for ``SweeperHeartbeat.EXPIRY_TICKS`` of their ticks (a SIGKILL leaves
+   its row behind) or stopped more than a day ago are deleted;
 2. **lease recovery** — the durable engine's ``recover_expired_leases()``: steps whose worker
    vanished go back to ready (or fail after their last attempt);
 3. **run backstop** — started in its own thread unless one is still in flight, so a slow batch
@@ -117,9 +119,16 @@ class Sweeper:
         self.shutdown.set()
 
     def tick(self) -> None:
-        """One tick: heartbeat, lease recovery, start the backstop, trim. Never blocks on it."""
+        """One tick: heartbeat (and expiry), lease recovery, start the backstop, trim. Never
+        blocks on the backstop."""
         close_old_connections()
-        for step in (self.beat, self.recover_leases, self.start_backstop, self.trim):
+        for step in (
+            self.beat,
+            self.expire_heartbeats,
+            self.recover_leases,
+            self.start_backstop,
+            self.trim,
+        ):
             try:
                 step()
             except Exception:
@@ -130,6 +139,13 @@ class Sweeper:
     def beat(self) -> None:
         """The tick's heartbeat: operators (and /healthz) see this process alive."""
         self.heartbeat(last_tick_at=timezone.now(), tick_seconds=self.tick_seconds)
+
+    def expire_heartbeats(self) -> int:
+        """Delete the heartbeat rows of processes long silent or long stopped; return how many."""
+        deleted, _ = SweeperHeartbeat.objects.expired(timezone.now()).delete()
+        if deleted:
+            logger.info("deleted %d expired sweeper heartbeat row(s)", deleted)
+        return deleted
 
     def heartbeat(self, **fields) -> None:
         SweeperHeartbeat.objects.update_or_create(

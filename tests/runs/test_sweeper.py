@@ -437,3 +437,62 @@ def test_failing_heartbeat_does_not_stop_the_tick(monkeypatch, make_job):
     monkeypatch.setattr(sweeper, "heartbeat", broken)
     tick_and_wait(sweeper)
     assert AnalysisRun.objects.filter(pk=job.run_id).exists()
+
+
+# --- heartbeat rows of dead processes expire ----------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_sweepers_heartbeat_row_is_deleted_after_its_expiry_ticks():
+    """A SIGKILLed sweeper never writes stopped_at: its row goes after EXPIRY_TICKS of its
+    own tick of silence, counted by whichever sweeper ticks; living and recently stopped
+    rows stay."""
+    ticks = SweeperHeartbeat.EXPIRY_TICKS
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        now = timezone.now()
+
+        def beat(name, *, silent, tick=30.0, **fields):
+            return SweeperHeartbeat.objects.create(
+                name=name,
+                started_at=now - timedelta(days=3),
+                last_tick_at=now - timedelta(seconds=silent),
+                tick_seconds=tick,
+                **fields,
+            )
+
+        beat("killed:1", silent=30 * ticks + 1)
+        beat("killed-slow-tick:2", silent=30 * ticks + 1, tick=60)  # 20 of its ticks: not yet
+        beat("gone:3", silent=30 * (ticks - 1))  # missed ticks, not yet expired
+        beat("alive:4", silent=5)
+        beat("drained:5", silent=3600, stopped_at=now - timedelta(hours=1))
+        beat("drained-long-ago:6", silent=2 * 86400, stopped_at=now - timedelta(days=2))
+        SweeperHeartbeat.objects.create(name="never-ticked:7", started_at=now - timedelta(hours=2))
+
+        sweeper = Sweeper(name="me:8", tick_seconds=30)
+        assert sweeper.expire_heartbeats() == 3
+        assert set(SweeperHeartbeat.objects.values_list("name", flat=True)) == {
+            "killed-slow-tick:2",
+            "gone:3",
+            "alive:4",
+            "drained:5",
+        }
+
+        # Another tick later the slow one's 20 ticks are over too; a tick deletes it itself.
+        clock.shift(timedelta(seconds=30 * ticks))
+        sweeper.tick()
+        assert sweeper.wait_for_backstop(timeout=60)
+        names = set(SweeperHeartbeat.objects.values_list("name", flat=True))
+        assert names == {"drained:5", "me:8"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_tick_survives_a_failing_expiry(monkeypatch, make_job):
+    sweeper = Sweeper(grace_seconds=0)
+
+    def broken():
+        raise RuntimeError("connection lost")
+
+    monkeypatch.setattr(sweeper, "expire_heartbeats", broken)
+    job = make_job()
+    tick_and_wait(sweeper)
+    assert AnalysisRun.objects.filter(pk=job.run_id).exists()
