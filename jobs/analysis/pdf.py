@@ -515,7 +515,12 @@ def _joins(
         if abs(dx) > 2:
             return False
         return not _entry_ends(a, b, rights.get((a.page, a.column), col_right))
-    # A page or column break: no gap to go by, so use the indents and the line ends.
+    # A page or column break: no gap to go by, so use the indents and the line ends. A hanging
+    # list on either side decides by its own left edge (an entry opens flush with it).
+    for line in (a, b):
+        kind, low = kinds.get(line.region, ("flat", 0.0))
+        if kind == "hanging":
+            return b.rel_x > low + 2
     kind = layouts.get((b.page, b.size), "flat")
     if kind == "hanging":
         return b.high
