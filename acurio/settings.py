@@ -295,6 +295,15 @@ ACURIO_DOC_HTML_TTL_HOURS = env.float("ACURIO_DOC_HTML_TTL_HOURS", default=24)
 ACURIO_INFLIGHT_WINDOW_MINUTES = env.int("ACURIO_INFLIGHT_WINDOW_MINUTES", default=60)
 ACURIO_LEASE_SECONDS = env.float("ACURIO_LEASE_SECONDS", default=60)
 ACURIO_MAX_ATTEMPTS = env.int("ACURIO_MAX_ATTEMPTS", default=5)
+# Lost leases (crashed, frozen, cut-off workers) a step survives; counted apart from attempts.
+ACURIO_MAX_CRASHES = env.int("ACURIO_MAX_CRASHES", default=20)
+# The database role sql() steps run under (SET LOCAL ROLE); README, "SQL steps under a role".
+ACURIO_SQL_STEP_ROLE = env.str("ACURIO_SQL_STEP_ROLE", default="")
+# This deploy's code version (recorded on instances and steps); empty: the git commit.
+ACURIO_CODE_VERSION = env.str("ACURIO_CODE_VERSION", default="")
+# Isolated steps (task(..., isolate=True)): address-space and wall-clock budgets per step.
+ACURIO_STEP_MEMORY_MB = env.int("ACURIO_STEP_MEMORY_MB", default=1024)
+ACURIO_STEP_TIMEOUT_SECONDS = env.float("ACURIO_STEP_TIMEOUT_SECONDS", default=600)
 ACURIO_RESOLVER_URL = env.str("ACURIO_RESOLVER_URL", default="") or None
 ACURIO_JUDGE_URL = env.str("ACURIO_JUDGE_URL", default="") or None
 ACURIO_JUDGE_MODEL = env.str("ACURIO_JUDGE_MODEL", default="gpt-4o-mini")
