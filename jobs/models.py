@@ -35,7 +35,9 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Upper
 from django.utils import timezone
 
-from jobs.durable.models import Step
+from jobs.durable.graph import iter_spec
+from jobs.durable.kinds import composite_kinds, node_label
+from jobs.durable.models import Instance, Step, StepStatus
 
 
 class JobStatus(models.TextChoices):
@@ -357,6 +359,38 @@ class AnalysisJob(models.Model):
         if self.workflow_id is None:
             return False
         return Step.objects.of_instance(self.workflow_id).running_tasks().exists()
+
+    def failing_step(self) -> dict | None:
+        """The workflow step this job failed at, from the engine's step table; None if none.
+
+        ``{"label", "kind", "attempts", "max_attempts", "error", "finished_at"}``: the leaf
+        step that failed (the composite steps around it fail with it and say less). The job's
+        own ``progress_step`` cannot tell: a step's writes roll back when it fails, so a job
+        that failed in ``extract`` still says "queued". Two small queries (the steps of one
+        instance on durable_step_key, the instance's graph by primary key).
+        """
+        if self.workflow_id is None:
+            return None
+        step = (
+            Step.objects.of_instance(self.workflow_id)
+            .filter(status=StepStatus.FAILED)
+            .exclude(kind__in=composite_kinds())
+            .only("node_id", "kind", "attempts", "max_attempts", "error", "finished_at")
+            .order_by("-finished_at", "-id")
+            .first()
+        )
+        if step is None:
+            return None
+        graph = Instance.objects.filter(pk=self.workflow_id).values_list("graph", flat=True).first()
+        node = next((n for n in iter_spec(graph or {}) if n.get("id") == step.node_id), None)
+        return {
+            "label": node_label(node) if node else step.kind,
+            "kind": step.kind,
+            "attempts": step.attempts,
+            "max_attempts": step.max_attempts,
+            "error": step.error,
+            "finished_at": step.finished_at,
+        }
 
 
 class JsonbArrayLength(Func):
