@@ -8,6 +8,7 @@ started (or joined, when another of our processes already runs it).
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -260,8 +261,10 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if TESTING else 31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
-# A load balancer's or container's health probe talks plain HTTP to the process itself.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# A load balancer's or container's health probe talks plain HTTP to the process itself, and so
+# does a Prometheus scraper inside the private network (/metrics has its own token or
+# address allow-list).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
@@ -321,13 +324,41 @@ ACURIO_HTTP_ALLOW = env.list("ACURIO_HTTP_ALLOW", default=[])
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = (ACURIO_MAX_UPLOAD_MB + 5) * 1024 * 1024
 
+# /metrics (jobs.metrics) is closed unless one of these is set: a bearer token the scraper
+# sends, and/or the client addresses or networks allowed (as ACURIO_TRUSTED_PROXIES reads the
+# client address). With both set a scrape must pass both.
+ACURIO_METRICS_TOKEN = env.str("ACURIO_METRICS_TOKEN", default="")
+ACURIO_METRICS_ALLOW = env.list("ACURIO_METRICS_ALLOW", default=[])
+ACURIO_METRICS_TOKEN_MIN_LENGTH = 16
+if ACURIO_METRICS_TOKEN and len(ACURIO_METRICS_TOKEN) < ACURIO_METRICS_TOKEN_MIN_LENGTH:
+    _fatal(
+        f"ACURIO_METRICS_TOKEN must have at least {ACURIO_METRICS_TOKEN_MIN_LENGTH} characters"
+        f" (it has {len(ACURIO_METRICS_TOKEN)})"
+    )
+for _net in ACURIO_METRICS_ALLOW:
+    try:
+        ipaddress.ip_network(_net, strict=False)
+    except ValueError:
+        _fatal(f"ACURIO_METRICS_ALLOW: {_net!r} is not an address or network (10.0.0.0/8, ::1)")
+
+# LOG_FORMAT=json writes one JSON object per line (python-json-logger) for a log collector;
+# the default is one plain line per record.
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
+if LOG_FORMAT not in ("plain", "json"):
+    _fatal(f"LOG_FORMAT must be plain or json (not {LOG_FORMAT!r})")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(threadName)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            "timestamp": False,
+        },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

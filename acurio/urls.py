@@ -12,6 +12,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from acurio.security import only_with_email
+from jobs.metrics import metrics_view
 
 accounts = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -47,5 +48,6 @@ accounts = [
 urlpatterns = [
     path("accounts/", include(accounts)),
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus; closed unless configured
     path("", include("jobs.urls")),
 ]

@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections
 from django.utils import timezone
 
-from jobs import durable
+from jobs import durable, metrics
 from jobs.models import RunEvent, SweeperHeartbeat
 from jobs.runs import judge_backlog, record_jobs
 from jobs.sql import TRIM_DOC_HTML
@@ -118,6 +118,7 @@ class Sweeper:
         logger.info("%s received: no new ticks; finishing the backstop in flight", name)
         self.shutdown.set()
 
+    @metrics.timed_tick
     def tick(self) -> None:
         """One tick: heartbeat (and expiry), lease recovery, start the backstop, trim. Never
         blocks on the backstop."""
@@ -159,6 +160,7 @@ class Sweeper:
     def recover_leases(self) -> int:
         """The engine's lease recovery: expired step leases go back to ready (or fail)."""
         recovered = durable.recover_expired_leases()
+        metrics.leases_recovered(recovered)
         if recovered:
             logger.info("recovered %d expired step leases", recovered)
         return recovered

@@ -9,6 +9,8 @@ into Prometheus counters and histograms). With no listener registered a hook cos
   :func:`on_step` listener gets ``(kind, outcome, seconds)``. ``outcome`` is what ``execute``
   returned (``completed``, ``retry``, ``failed``, ``fenced``, ``handed back``, ``waiting``) or
   ``interrupted`` when it raised (a lost connection: the step is put back after reconnecting).
+* :func:`serve_metrics` — a process's own metrics page on a port of its own (``manage.py
+  worker --metrics-port``); prometheus-client is imported only then.
 """
 
 from __future__ import annotations
@@ -68,3 +70,17 @@ def timed_step[F: Callable[..., str]](execute: F) -> F:
             )
 
     return timed  # type: ignore[return-value]
+
+
+def serve_metrics(port: int, addr: str = "127.0.0.1") -> None:
+    """Serve this process's Prometheus metrics (prometheus-client's default registry, where
+    the host registers its counters) over HTTP on ``addr:port``, in a daemon thread.
+
+    The port has no authentication: bind it to a private address (``manage.py worker
+    --metrics-port N``; the web's ``/metrics`` has the token and the allow-list). Raises
+    ``OSError`` when the port is taken.
+    """
+    from prometheus_client import start_http_server
+
+    start_http_server(port, addr=addr)
+    logger.info("metrics served on http://%s:%s/metrics", addr, port)

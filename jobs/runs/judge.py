@@ -50,6 +50,7 @@ from jobs.analysis.judging import (
     rating,
 )
 from jobs.durable import start, task
+from jobs.metrics import timed_judgment
 from jobs.models import AnalysisRun, JobStatus, RunEvent
 from jobs.sql import STORE_JUDGMENTS
 
@@ -136,6 +137,7 @@ def remote_judgment(run: AnalysisRun, baseline: dict) -> dict:
 # --- assessing and storing ----------------------------------------------------------------
 
 
+@timed_judgment  # metrics: duration and failures per judge
 def assess(run: AnalysisRun) -> dict:
     """The judgment of the run's current content (built-in, refined by a remote judge)."""
     judgment = builtin_judgment(run.report or {}, status=run.status, error=run.error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
+from jobs.durable.observe import serve_metrics
 from jobs.sweeper import Sweeper
 
 
@@ -19,8 +20,21 @@ class Command(BaseCommand):
             action="store_true",
             help="Run a single tick, wait for its backstop, then exit.",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=0,
+            help="Serve this process's Prometheus metrics on this port (default: none).",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            default="127.0.0.1",
+            help="Address the metrics port binds to (default 127.0.0.1; it has no token).",
+        )
 
     def handle(self, *args, once: bool = False, **options) -> None:
+        if options.get("metrics_port"):
+            serve_metrics(options["metrics_port"], options.get("metrics_addr", "127.0.0.1"))
         code = Sweeper().run(once=once)
         if code:
             raise SystemExit(code)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from jobs.durable.observe import serve_metrics
 from jobs.durable.worker import Worker
 
 
@@ -26,11 +27,24 @@ class Command(BaseCommand):
             default=1.0,
             help="seconds between polls when no NOTIFY arrives (default 1)",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=0,
+            help="serve this process's Prometheus metrics on this port (default: none)",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            default="127.0.0.1",
+            help="address the metrics port binds to (default 127.0.0.1; it has no token)",
+        )
 
     def handle(self, *args, once: bool, concurrency: int, poll_interval: float, **options) -> None:
         try:
             worker = Worker(concurrency=concurrency, once=once, poll_interval=poll_interval)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        if options["metrics_port"]:
+            serve_metrics(options["metrics_port"], options["metrics_addr"])
         worker.install_signal_handlers()
         worker.run()
