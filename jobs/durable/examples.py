@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.durable.graph import fan_out, http, loop, sql, task, wait_for_signal, when
+from jobs.durable.graph import fan_out, http, loop, sql, task, wait_for_signal
 
 DOCUMENTS_DDL = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -23,18 +23,15 @@ CREATE TABLE IF NOT EXISTS documents (
 )
 """
 
-# 1. Batch update, as SQL steps: select a batch, bind it into the update, repeat while the
-#    select found rows. Each SQL step commits with its checkpoint: no batch is updated twice.
+# 1. Batch update, as an SQL step in a loop: update the next batch, repeat while it updated
+#    rows (a condition on an sql step tests its value: here the statement's row count). Each
+#    SQL step commits with its checkpoint: no batch is updated twice.
 process_documents = loop(
-    sql("SELECT id FROM documents WHERE NOT processed ORDER BY id LIMIT 100").as_("batch")
-    >> when(
-        "batch",  # an empty batch: nothing to update
-        sql(
-            "UPDATE documents SET processed = true WHERE NOT processed AND id IN"
-            " (SELECT (doc->>'id')::bigint FROM jsonb_array_elements(%(batch)s) AS doc)"
-        ).as_("updated"),
-    ),
-    while_="batch",
+    sql(
+        "UPDATE documents SET processed = true WHERE id IN"
+        " (SELECT id FROM documents WHERE NOT processed ORDER BY id LIMIT 100)"
+    ).as_("updated"),
+    while_="updated",  # 0 rows updated: done
     max_iterations=10_000,
 )
 

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from croniter import croniter
 
+from jobs.durable import sqlcheck
 from jobs.durable.errors import DefinitionError
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -535,4 +536,6 @@ def compile_graph(workflow: Node) -> dict[str, Any]:
                     f"{node['kind']}(): no step of this workflow is named {ref!r}"
                     f" (name one with .as_({ref!r}))"
                 )
+    # sql statements parse and may run; conditions on their results can be one value.
+    sqlcheck.check_sql_conditions(list(iter_spec(spec)))
     return spec

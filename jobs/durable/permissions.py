@@ -3,7 +3,10 @@
 Three permissions on ``durable.Instance`` (see its ``Meta.permissions``):
 
 * ``durable.start_workflow`` — start any workflow;
-* ``durable.use_sql_steps`` — start a workflow that contains ``sql()`` steps;
+* ``durable.use_sql_steps`` — start a workflow that contains ``sql()`` steps. They run under
+  the database role ``ACURIO_SQL_STEP_ROLE`` (its grants and row-level security decide what
+  they may touch); without that role they would run as the application's own role, so then
+  only superusers may start them;
 * ``durable.use_http_steps`` — start a workflow that contains ``http()`` steps.
 
 They are checked where a person acts: ``start(..., user=...)``, ``manage.py durable
@@ -20,6 +23,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from jobs.durable.errors import DurableError, InstanceNotFound
@@ -49,9 +53,21 @@ def required_permissions(spec: dict[str, Any]) -> list[str]:
 
 def check_start(user: Any, spec: dict[str, Any]) -> None:
     """Raise NotPermitted unless ``user`` may start this compiled graph."""
-    missing = [perm for perm in required_permissions(spec) if not user.has_perm(perm)]
+    needed = required_permissions(spec)
+    missing = [perm for perm in needed if not user.has_perm(perm)]
+    name = getattr(user, "get_username", lambda: str(user))()
+    if (
+        not missing
+        and USE_SQL in needed
+        and not getattr(settings, "ACURIO_SQL_STEP_ROLE", "")
+        and not user.is_superuser
+    ):
+        raise NotPermitted(
+            f"user {name!r} may not start a workflow with sql steps: without"
+            " ACURIO_SQL_STEP_ROLE they would run as the application's database role, which"
+            " only superusers may use"
+        )
     if missing:
-        name = getattr(user, "get_username", lambda: str(user))()
         raise NotPermitted(
             f"user {name!r} may not start this workflow: missing permission"
             f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}"

@@ -199,3 +199,8 @@ def input_items(ctx):
 
 def square_chunk(ctx):
     return [x * x for x in ctx.chunk]
+
+
+def echo_named(ctx):
+    """Return the named result ``input["name"]`` as the step read it."""
+    return ctx[ctx.input["name"]]

@@ -47,7 +47,8 @@ def test_start_needs_the_start_permission(user):
     assert Instance.objects.get(pk=iid).owner == user, "the starting user owns it"
 
 
-def test_sql_steps_need_their_permission(user):
+def test_sql_steps_need_their_permission(user, settings):
+    settings.ACURIO_SQL_STEP_ROLE = "acurio_sql_step"
     user = grant(user, "start_workflow")
     with pytest.raises(NotPermitted, match=r"missing permission durable\.use_sql_steps"):
         start(PLAIN >> SQL, user=user)
@@ -55,7 +56,18 @@ def test_sql_steps_need_their_permission(user):
     assert start(PLAIN >> SQL, user=user)
 
 
-def test_http_steps_need_their_permission(user):
+def test_without_a_step_role_only_superusers_start_sql_steps(user, staff_user, settings):
+    settings.ACURIO_SQL_STEP_ROLE = ""
+    user = grant(user, "start_workflow", "use_sql_steps")
+    with pytest.raises(NotPermitted, match="without ACURIO_SQL_STEP_ROLE"):
+        start(PLAIN >> SQL, user=user)
+    assert not Instance.objects.exists()
+    assert start(SQL, user=staff_user)  # a superuser
+    assert start(PLAIN, user=user)  # no sql step: the role does not matter
+
+
+def test_http_steps_need_their_permission(user, settings):
+    settings.ACURIO_SQL_STEP_ROLE = "acurio_sql_step"
     user = grant(user, "start_workflow", "use_sql_steps")
     with pytest.raises(NotPermitted, match=r"missing permission durable\.use_http_steps"):
         start(HTTP | SQL, user=user)

@@ -6,7 +6,11 @@
   never claimed; a running one's checkpoint is fenced off and rolls back.
 * **When** — the condition is evaluated when the ``when`` node is reached, in the transaction
   that reaches it: the truthiness of a named result (a missing result is false: a name set
-  only on a branch not taken), or ``fn(ctx)`` named by dotted path.
+  only on a branch not taken), or ``fn(ctx)`` named by dotted path. A name given by ``sql``
+  steps is tested on its *value*: a one-row one-column result is that value's truth
+  (``false``, ``0``, ``NULL``, ``''`` are false), a statement without rows its row count;
+  any other shape is a DefinitionError at ``start()`` when the statement shows it (several
+  columns, ``*``) and a permanent step failure otherwise (no rows, several rows).
 * **Loop** — runs its body, then checks ``while_`` (same forms as ``when``; the body runs at
   least once, so the body can produce the result the condition reads). ``raise Break(value)``
   in a task ends the loop with ``value`` (:meth:`LoopKind.take_break`). Two bounds protect the
@@ -47,6 +51,30 @@ def check_condition(cond: dict[str, str] | None, what: str) -> None:
             raise DefinitionError(f"{what}: condition {cond['path']!r} is not callable")
 
 
+def _sql_nodes(nodes: Any, name: str) -> list[dict[str, Any]]:
+    """The sql nodes that give results the name ``name`` (a condition's name)."""
+    return [n for n in nodes if n["kind"] == "sql" and n.get("name") == name]
+
+
+def sql_truth(name: str, value: Any) -> bool:
+    """The truth of an sql step's result: its one value, or its row count."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value != 0  # a statement without rows: how many it touched
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+        row = value[0]
+        if len(row) == 1:
+            return bool(next(iter(row.values())))
+        shape = f"one row of {len(row)} columns"
+    elif isinstance(value, list):
+        shape = f"{len(value)} rows"
+    else:
+        shape = type(value).__name__
+    raise PermanentError(
+        f"condition {name!r}: an sql result tested by a condition must be one row of one"
+        f" column (or a statement's row count); it is {shape}"
+    )
+
+
 def describe_condition(cond: dict[str, str] | None) -> str:
     if not cond:
         return "until Break"
@@ -60,7 +88,11 @@ def evaluate(txn: Transitions, cond: dict[str, str]) -> bool:
     """
     if "name" in cond:
         found, value = txn.named(cond["name"])
-        return bool(value) if found else False
+        if not found:
+            return False
+        if _sql_nodes(txn.graph.nodes.values(), cond["name"]):
+            return sql_truth(cond["name"], value)
+        return bool(value)
     ctx = Context(instance_id=txn.graph.instance_id, input=txn.graph.input)
     try:
         # A savepoint: a condition that trips over a database error must not poison the
