@@ -13,8 +13,9 @@ methods of the models, the work is ``jobs.pipeline``'s and ``jobs.runs``'.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass, field
 from functools import wraps
 from uuid import UUID
 
@@ -22,40 +23,25 @@ from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.db import connection
 from django.db.utils import DatabaseError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from jobs import analysis
+from jobs import analysis, exports, reporting
+from jobs.analysis.judging import problem_counts
 from jobs.forms import UploadForm, max_upload_bytes, too_big_message
 from jobs.models import (
     AnalysisJob,
     AnalysisRun,
-    JobCitation,
     JobStatus,
     SavedBy,
     SweeperHeartbeat,
-    Verdict,
 )
 from jobs.pipeline import requeue, submit_analysis
 from jobs.runs import JobNotFound, SaveRunError, save_and_judge
 from jobs.sql import PING
 
-PROBLEM_VERDICTS = (
-    Verdict.MISSING_REFERENCE,
-    Verdict.AMBIGUOUS,
-    Verdict.YEAR_MISMATCH,
-    Verdict.AUTHOR_MISMATCH,
-)
-# Shown when a citation carries no reason of its own (e.g. a report saved before reasons existed).
-VERDICT_EXPLANATIONS = {
-    Verdict.VERIFIED: "Matches exactly one entry of the reference list.",
-    Verdict.MISSING_REFERENCE: "No entry of the reference list has this author and year (or number).",
-    Verdict.YEAR_MISMATCH: "The author has an entry in the reference list, but with another year.",
-    Verdict.AUTHOR_MISMATCH: "An entry of the same year has a slightly different surname.",
-    Verdict.AMBIGUOUS: "Several entries match; their years need a/b suffixes to tell them apart.",
-}
 # The reference resolver's statuses, as the report page says them.
 LOOKUP_LABELS = {
     "found": "found",
@@ -64,6 +50,12 @@ LOOKUP_LABELS = {
     "doi_mismatch": "DOI of another work",
     "error": "lookup failed",
 }
+# My reports lists this many of a user's jobs (newest first); older ones are rare and still
+# reachable by their links.
+JOBS_LISTED = 500
+# Problems shown per group before "Show all": the rest is in the page (for print and search)
+# but hidden, so a 300-page thesis's first screen is quick to lay out.
+PROBLEMS_SHOWN = 20
 ANNOTATED_CACHE_SECONDS = 15 * 60
 ANNOTATED_CACHE_MAX_CHARS = 8 * 1024 * 1024
 # The declared body may exceed the file limit by the multipart envelope and the optional library
@@ -127,39 +119,133 @@ def job_payload(job: AnalysisJob) -> dict:
 # --- Pages --------------------------------------------------------------------------------
 
 
+@dataclass
+class Version:
+    """One version of a thesis in My reports: a run id, with its newest job and its run row."""
+
+    job: AnalysisJob  # the newest job of the run
+    run: AnalysisRun | None
+    attempts: int = 1
+    counts: dict | None = None
+
+    @property
+    def opens_job_page(self) -> bool:
+        """Whether the link goes to the job page: the work is not in the run row yet.
+
+        A finished job no tab saved is listed at once; its job page saves it through the
+        client writer when opened, so the student never waits for the sweeper.
+        """
+        if not self.job.is_terminal:
+            return True
+        if self.run is None:
+            return True
+        return self.run.job_id != self.job.pk and self.job.run_saved_at is None
+
+    @property
+    def state(self) -> str:
+        if not self.job.is_terminal:
+            return "running"
+        if self.opens_job_page:
+            return "failed" if self.job.status == JobStatus.FAILED else "finished"
+        return self.run.status
+
+
+@dataclass
+class Thesis:
+    """Every version of one document name of the user (re-analyses and re-uploads)."""
+
+    filename: str
+    versions: list[Version] = field(default_factory=list)
+
+    @property
+    def latest(self) -> Version:
+        return self.versions[0]
+
+    @property
+    def earlier(self) -> list[Version]:
+        return self.versions[1:]
+
+
+def _counts_of(runs: list[AnalysisRun]) -> dict[UUID, dict]:
+    """problem_counts of each run's current content: from its judgment when that is of the
+    current job (the judge stored the same function's result), else from its report."""
+    counts: dict[UUID, dict] = {}
+    stale = []
+    for run in runs:
+        judged = run.judgment if isinstance(run.judgment, dict) else {}
+        if run.judged_job_id == run.job_id and "total" in (judged.get("counts") or {}):
+            counts[run.pk] = judged["counts"]
+        elif run.status == JobStatus.COMPLETE:
+            stale.append(run.pk)
+    for run_id, report in AnalysisRun.objects.filter(pk__in=stale).values_list("id", "report"):
+        counts[run_id] = problem_counts(report)
+    return counts
+
+
 @login_required
 @require_GET
 def runs_list(request: HttpRequest) -> HttpResponse:
-    """Every run of the signed-in user, whichever writer saved it, with its counts.
+    """My reports: every job of the user at once, whatever its run's state, grouped by thesis.
 
-    The counts come from the report's JSON in SQL, so the list never loads a report payload or
-    a (TOASTed) doc_html.
+    A job is listed from the moment it is queued; a finished job no tab saved links to its job
+    page (which saves it). Versions of one thesis (re-analyses share a run id, re-uploads the
+    file name) are listed together, newest first. The counts come from ``problem_counts``.
     """
-    runs = (
-        AnalysisRun.objects.owned_by(request.user)
-        .only("id", "document", "status", "saved_by", "saved_at", "error")
-        .with_counts(PROBLEM_VERDICTS)
-        .order_by("-saved_at")[:200]
-    )
-    # Work not (yet) in a run: queued or running jobs, and recent failures no run records.
-    # A tab closed mid-analysis can be picked up again from here.
-    pending = (
+    jobs = list(
         AnalysisJob.objects.owned_by(request.user)
-        .unsaved_work(failed_within=timedelta(days=1))
         .only(
             "id",
             "filename",
             "status",
+            "run_id",
             "progress_step",
             "progress_done",
             "progress_total",
             "error",
             "created_at",
-            "run_id",
+            "finished_at",
+            "run_saved_at",
         )
-        .order_by("-created_at")[:20]
+        .order_by("-created_at")[:JOBS_LISTED]
     )
-    return render(request, "jobs/runs_list.html", {"runs": runs, "pending": pending})
+    runs = {
+        run.pk: run
+        for run in AnalysisRun.objects.owned_by(request.user)
+        .filter(pk__in={job.run_id for job in jobs})
+        .only("id", "job_id", "status", "saved_at", "judged_job_id", "judgment")
+    }
+    counts = _counts_of(list(runs.values()))
+    theses: dict[str, Thesis] = {}
+    versions: dict[UUID, Version] = {}
+    for job in jobs:  # newest first: the first job of a run is its newest
+        if job.run_id in versions:
+            versions[job.run_id].attempts += 1
+            continue
+        run = runs.get(job.run_id)
+        version = Version(job=job, run=run, counts=counts.get(job.run_id) if run else None)
+        versions[job.run_id] = version
+        theses.setdefault(job.filename, Thesis(job.filename)).versions.append(version)
+    return render(request, "jobs/runs_list.html", {"theses": list(theses.values())})
+
+
+def _alive_runs(request: HttpRequest):
+    """The user's runs whose current job is not deleted: a deleted version is gone for them."""
+    return AnalysisRun.objects.owned_by(request.user).filter(job__deleted_at__isnull=True)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_delete(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """Delete one version (every job of a run id) for its owner: a confirmation, then a soft
+    delete (the rows stay for the operators; the owner no longer sees them)."""
+    jobs = AnalysisJob.objects.owned_by(request.user).filter(run_id=run_id)
+    latest = jobs.only("id", "filename", "created_at").order_by("-created_at").first()
+    if latest is None:
+        raise Http404("No such report.")
+    if request.method == "POST":
+        jobs.soft_delete()
+        return redirect("runs")
+    return render(request, "jobs/delete.html", {"job": latest, "run_id": run_id})
 
 
 def _upload_page(request: HttpRequest, form: UploadForm, status: int = 200) -> HttpResponse:
@@ -202,115 +288,218 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "jobs/job.html", {"job": job, "initial": job_payload(job)})
 
 
-def _citations_with_reasons(run: AnalysisRun) -> list[dict]:
-    """The report's citations in document order, each with a reason and its position."""
-    report_citations = (run.report or {}).get("citations") or []
-    reasons: dict[int, str] = {}
-    if any(not c.get("reason") for c in report_citations):
-        # Reports from before reasons were stored in the JSON: the citation rows have them.
-        reasons = dict(JobCitation.objects.filter(job_id=run.job_id).values_list("index", "reason"))
-    rows = []
-    for index, citation in enumerate(report_citations):
-        verdict = citation.get("verdict", "")
-        rows.append(
-            {
-                **citation,
-                "index": index,
-                "reason": citation.get("reason")
-                or reasons.get(index)
-                or VERDICT_EXPLANATIONS.get(verdict, ""),
-                "verdict_label": Verdict(verdict).label if verdict in Verdict.values else verdict,
-            }
-        )
-    return rows
+def _document_html(run: AnalysisRun) -> str:
+    """doc_html with every citation marked and made keyboard-reachable, cached per (run, job).
 
-
-def _annotated_html(run: AnalysisRun, citations: list[dict]) -> str:
-    """doc_html with every citation marked, cached per (run, job).
-
-    Marking a long thesis takes a while (about 2 s for 300 pages), and a report is usually
-    opened several times soon after it is saved. The row's body changes only together with its
-    job, so the pair is a safe key; the cache is the process's own memory, never the database
-    (a second stored copy of the body is what this design avoids).
+    Marking a long thesis takes a while (0.4-2 s for 300 pages), and a report is usually opened
+    several times soon after it is saved. The row's body changes only together with its job,
+    so the pair is a safe key; the cache is the process's own memory, never the database (a
+    second stored copy of the body is what this design avoids).
     """
     if not run.doc_html:
         return ""
-    key = f"acurio:annotated:{run.pk}:{run.job_id}"
+    key = f"acurio:document:{run.pk}:{run.job_id}"
     html = cache.get(key)
     if html is None:
-        html = analysis.annotate_html(run.doc_html, citations)
+        citations = (run.report or {}).get("citations") or []
+        html = reporting.accessible_document(analysis.annotate_html(run.doc_html, citations))
         if len(html) <= ANNOTATED_CACHE_MAX_CHARS:
             cache.set(key, html, ANNOTATED_CACHE_SECONDS)
     return html
 
 
 def _judgment(run: AnalysisRun) -> dict | None:
-    if not isinstance(run.judgment, dict):
-        return None
+    if not isinstance(run.judgment, dict) or run.judged_job_id != run.job_id:
+        return None  # not judged yet, or judged for the content this run held before
     judgment = dict(run.judgment)
-    labels = dict(Verdict.choices) | {"uncited": "Uncited"}
     judgment["problems"] = [
-        {**p, "verdict_label": labels.get(p.get("verdict"), p.get("verdict"))}
+        {**p, "verdict_label": reporting.KIND_LABELS.get(p.get("verdict"), p.get("verdict"))}
         for p in judgment.get("problems") or []
         if isinstance(p, dict)
     ]
     return judgment
 
 
-@login_required
-@require_GET
-def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
-    """The HTML report of one run: counts, the marked-up document, problems, references, judge."""
-    run = get_object_or_404(AnalysisRun.objects.owned_by(request.user), pk=run_id)
-    report = run.report or {}
-    citations = _citations_with_reasons(run)
-    summary = report.get("summary") or {}
-    references = report.get("references") or []
+def _previous_report(request: HttpRequest, run: AnalysisRun) -> tuple[dict, str, object] | None:
+    """The report of this thesis's previous version, what it was, and when.
+
+    A re-analysis is a newer job of the same run: its previous version is the run's newest
+    complete job before the current one. Otherwise a re-upload (the same file name by the same
+    owner) is compared with the newest other report of that name saved before this one.
+    """
+    jobs = AnalysisJob.objects.owned_by(request.user)
+    current = jobs.only("id", "created_at").filter(pk=run.job_id).first()
+    if current is not None:
+        earlier = (
+            jobs.filter(run_id=run.pk, status=JobStatus.COMPLETE, created_at__lt=current.created_at)
+            .exclude(results__isnull=True)
+            .only("id", "results", "finished_at")
+            .order_by("-created_at")
+            .first()
+        )
+        if earlier is not None:
+            return earlier.results, "the previous analysis", earlier.finished_at
+    other = (
+        _alive_runs(request)
+        .filter(document=run.document, status=JobStatus.COMPLETE, created_at__lt=run.created_at)
+        .exclude(pk=run.pk)
+        .only("id", "report", "saved_at")
+        .order_by("-created_at")
+        .first()
+    )
+    if other is not None:
+        return other.report or {}, "the previous upload", other.saved_at
+    return None
+
+
+def _references(report: dict) -> list[dict]:
+    references = [dict(ref) for ref in report.get("references") or [] if isinstance(ref, dict)]
     for number, ref in enumerate(references):
         ref["number"] = number
         if isinstance(ref.get("resolver"), dict):
             status = ref["resolver"].get("status", "")
             ref["lookup_label"] = LOOKUP_LABELS.get(status, status)
+    return references
+
+
+@login_required
+@require_GET
+def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """The HTML report of one run: summary, judge, problems by kind, changes, references.
+
+    The marked document is fetched by the page's script from ``run_document`` once the first
+    screen is shown (``?document=inline`` puts it in the page, for readers without script), so
+    a 300-page thesis's report answers quickly. The time the view took is in the
+    ``Server-Timing`` header.
+    """
+    started = time.perf_counter()
+    run = get_object_or_404(_alive_runs(request).defer("doc_html"), pk=run_id)
+    report = run.report or {}
     latest = (
         AnalysisJob.objects.owned_by(request.user)
         .only("id", "status", "created_at")
         .latest_of_run(run.pk)
     )
-    problems = [c for c in citations if c.get("verdict") in PROBLEM_VERDICTS]
-    uncited = [r for r in references if r.get("verdict") == "uncited"]
-    invalid_dois = [r for r in references if r.get("doi") and r.get("doi_valid") is False]
+    groups = reporting.problem_groups(report)
+    counts = problem_counts(report)
+    previous = _previous_report(request, run) if run.status == JobStatus.COMPLETE else None
+    change = None
+    if previous is not None:
+        change = {
+            "diff": reporting.what_changed(previous[0], report),
+            "what": previous[1],
+            "when": previous[2],
+        }
+    references = _references(report)
+    inline = request.GET.get("document") == "inline"
     context = {
         "run": run,
         "report": report,
-        "summary": summary,
-        "citations": citations,
-        "problems": problems,
+        "style": reporting.style_name(report.get("style")),
+        "counts": counts,
+        "groups": groups,
+        # The summary cards: each kind of problem with its count ("3 year mismatches").
+        "kind_counts": [
+            {
+                "key": key,
+                "name": label,
+                "icon": icon,
+                "n": counts[key],
+                "label": label.lower() if counts[key] == 1 else reporting.PLURALS[key],
+            }
+            for key, label, icon, _text in reporting.KINDS
+        ],
+        "shown": PROBLEMS_SHOWN,
         "references": references,
-        "uncited": uncited,
-        "invalid_dois": invalid_dois,
-        "doc_html": _annotated_html(run, citations),
-        "problem_total": len(problems) + len(uncited) + len(invalid_dois),
+        "has_document": run.status == JobStatus.COMPLETE and "citations" in report,
+        "doc_html": _document_html(
+            AnalysisRun.objects.only("id", "job_id", "doc_html", "report").get(pk=run.pk)
+        )
+        if inline
+        else "",
         "judgment": _judgment(run),
+        "change": change,
         "library_checked": any(r.get("library") not in (None, "unchecked") for r in references),
-        "library_missing": sum(1 for r in references if r.get("library") == "not_found"),
         "resolver_checked": any(r.get("resolver") for r in references),
+        "warnings": [w for w in report.get("warnings") or [] if isinstance(w, str)],
         # A newer job of this run still working: its report replaces this one when it is done.
         "newer_job": latest
         if latest and latest.pk != run.job_id and not latest.is_terminal
         else None,
         "can_reanalyse": latest is not None,
     }
-    return render(request, "jobs/run_report.html", context)
+    response = render(request, "jobs/run_report.html", context)
+    response["Server-Timing"] = f"view;dur={(time.perf_counter() - started) * 1000:.1f}"
+    return response
+
+
+@login_required
+@require_GET
+def run_document(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """The marked document of a run, as an HTML fragment the report page inserts."""
+    run = get_object_or_404(
+        _alive_runs(request).only("id", "job_id", "doc_html", "report"), pk=run_id
+    )
+    response = HttpResponse(_document_html(run), content_type="text/html; charset=utf-8")
+    response["Cache-Control"] = "private, no-cache"
+    return response
 
 
 @login_required
 @require_GET
 def run_report_json(request: HttpRequest, run_id: UUID) -> JsonResponse:
-    """The report JSON of DESIGN.md, as stored on the run."""
-    run = get_object_or_404(
-        AnalysisRun.objects.owned_by(request.user).only("id", "report"), pk=run_id
-    )
-    return JsonResponse(run.report or {}, json_dumps_params={"ensure_ascii": False})
+    """The report JSON of DESIGN.md, as stored on the run, with ``problem_counts`` added."""
+    run = get_object_or_404(_alive_runs(request).only("id", "report"), pk=run_id)
+    report = dict(run.report or {})
+    report["problem_counts"] = problem_counts(report)
+    return JsonResponse(report, json_dumps_params={"ensure_ascii": False})
+
+
+def _download(body: bytes | str, filename: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _stem(document: str) -> str:
+    stem = document.rsplit(".", 1)[0] if "." in document else document
+    # A header-safe file name: letters, digits and a few marks.
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in stem)[:80] or "report"
+
+
+EXPORTS = {
+    "citations.csv": "text/csv; charset=utf-8",
+    "references.csv": "text/csv; charset=utf-8",
+    "annotated.docx": exports.DOCX_MIME,
+    "not-in-library.bib": "application/x-bibtex; charset=utf-8",
+    "not-in-library.ris": "application/x-research-info-systems; charset=utf-8",
+}
+
+
+@login_required
+@require_GET
+def run_export(request: HttpRequest, run_id: UUID, name: str) -> HttpResponse:
+    """``/runs/<run_id>/export/<name>``: the report's exports (owner only, 404 otherwise)."""
+    if name not in EXPORTS:
+        raise Http404("No such export.")
+    run = get_object_or_404(_alive_runs(request).defer("doc_html"), pk=run_id)
+    report = run.report or {}
+    stem = _stem(run.document)
+    if name == "citations.csv":
+        body: bytes | str = exports.citations_csv(report)
+    elif name == "references.csv":
+        body = exports.references_csv(report)
+    elif name == "annotated.docx":
+        job = AnalysisJob.objects.only("id", "upload").get(pk=run.job_id)
+        doc_html = AnalysisRun.objects.only("doc_html").get(pk=run.pk).doc_html
+        body = exports.annotated_docx(
+            report, upload=bytes(job.upload or b""), document=run.document, doc_html=doc_html
+        ).data
+    elif name == "not-in-library.bib":
+        body = exports.bibtex_of(exports.not_in_library(report))
+    else:
+        body = exports.ris_of(exports.not_in_library(report))
+    return _download(body, f"{stem}-{name}", EXPORTS[name])
 
 
 @login_required
@@ -320,7 +509,7 @@ def run_reanalyse(request: HttpRequest, run_id: UUID) -> HttpResponse:
     job = AnalysisJob.objects.owned_by(request.user).latest_of_run(run_id)
     if job is None:
         # The run exists only if it is ours; either way there is nothing of ours to re-analyse.
-        get_object_or_404(AnalysisRun.objects.owned_by(request.user), pk=run_id)
+        get_object_or_404(_alive_runs(request), pk=run_id)
         return render(
             request,
             "jobs/message.html",

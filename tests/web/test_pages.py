@@ -83,10 +83,12 @@ def test_runs_list_shows_runs_from_both_writers_with_counts(user_client, run_of,
     run_of("client", owner=other_user, filename="someone-else.md")
     resp = user_client.get(reverse("runs"))
     assert resp.status_code == 200
-    runs = {r.document: r for r in resp.context["runs"]}
-    assert set(runs) == {"client.md", "worker.md"}
-    for run in (runs["client.md"], runs["worker.md"]):
-        assert (run.citation_count, run.problem_count, run.uncited_count) == (2, 1, 1)
+    theses = {t.filename: t for t in resp.context["theses"]}
+    assert set(theses) == {"client.md", "worker.md"}
+    for thesis in theses.values():
+        counts = thesis.latest.counts
+        # problem_counts: a missing reference, an uncited entry, a malformed DOI
+        assert (counts["citations"], counts["citation_problems"], counts["total"]) == (2, 1, 3)
     body = resp.content.decode()
     assert f'href="/runs/{by_client.pk}/"' in body
     assert f'href="/runs/{by_worker.pk}/"' in body
@@ -115,18 +117,25 @@ def test_report_page_shows_counts_problems_references_and_marks(user_client, run
     resp = user_client.get(reverse("run_report", args=[run.pk]))
     assert resp.status_code == 200
     body = resp.content.decode()
-    assert '<mark class="cite cite-verified" data-index="0"' in body
-    assert '<mark class="cite cite-missing_reference" data-index="1"' in body
     assert "no entry by Jones for 2019" in body  # the problem's reason
     assert "Never cited." in body
-    assert "not in library" in body
-    assert "invalid" in body
+    assert "not in your library" in body
+    assert "malformed DOI" in body
     # Report text is escaped outside the sanitised document.
     assert "Brown &lt;b&gt;onclick&lt;/b&gt;" in body
     assert "<b>onclick</b>" not in body
     ctx = resp.context
-    assert [c["text"] for c in ctx["problems"]] == ["(Jones, 2019)"]
-    assert ctx["problem_total"] == 3  # a missing reference, an uncited entry, a bad DOI
+    groups = {g.kind: [p["text"] for p in g.items] for g in ctx["groups"]}
+    assert groups["missing_reference"] == ["(Jones, 2019)"]
+    assert ctx["counts"]["total"] == 3  # a missing reference, an uncited entry, a bad DOI
+    # The marked document comes from its own URL, fetched by the page after its first screen.
+    assert f'data-src="/runs/{run.pk}/document"' in body
+    doc = user_client.get(f"/runs/{run.pk}/document").content.decode()
+    assert '<mark class="cite cite-verified" data-index="0"' in doc
+    assert '<mark class="cite cite-missing_reference" data-index="1"' in doc
+    # ?document=inline puts it in the page, for a reader without script.
+    inline = user_client.get(reverse("run_report", args=[run.pk]) + "?document=inline")
+    assert '<mark class="cite cite-missing_reference" data-index="1"' in inline.content.decode()
 
 
 def test_report_page_falls_back_to_the_verdict_explanation(user_client, run_of):
@@ -141,7 +150,8 @@ def test_report_page_falls_back_to_the_verdict_explanation(user_client, run_of):
 def test_report_page_shows_the_judges_assessment(user_client, run_of):
     run = run_of()
     run.judgment = {"score": 72, "summary": "Mostly sound; one citation lacks its entry."}
-    run.save(update_fields=["judgment"])
+    run.judged_job_id = run.job_id
+    run.save(update_fields=["judgment", "judged_job"])
     body = user_client.get(reverse("run_report", args=[run.pk])).content.decode()
     assert 'id="judgment"' in body
     assert "Mostly sound; one citation lacks its entry." in body
@@ -153,7 +163,9 @@ def test_report_json_is_the_stored_report(user_client, run_of):
     resp = user_client.get(f"/runs/{run.pk}.json")
     assert resp.status_code == 200
     assert resp["Content-Type"] == "application/json"
-    assert resp.json() == REPORT
+    body = resp.json()
+    assert body.pop("problem_counts")["total"] == 3
+    assert body == REPORT
 
 
 def test_other_users_runs_and_jobs_are_404(user_client, run_of, make_job, other_user):
@@ -206,7 +218,7 @@ def test_marked_document_is_cached_per_run_and_job(user_client, run_of, make_job
 
     monkeypatch.setattr(analysis, "annotate_html", counting)
     run = run_of()
-    url = reverse("run_report", args=[run.pk])
+    url = reverse("run_document", args=[run.pk])
     first = user_client.get(url).content
     second = user_client.get(url).content
     assert len(calls) == 1
@@ -227,14 +239,14 @@ def test_report_page_shows_reference_lookups_when_a_resolver_ran(user_client, ru
     report["references"][1]["resolver"] = {"status": "doi_not_found", "doi": "10.1000/bad"}
     run = run_of(results=report)
     body = user_client.get(reverse("run_report", args=[run.pk])).content.decode()
-    assert "<th>Lookup</th>" in body
+    assert "found online" in body
     assert "retracted" in body
     assert "DOI not found" in body
 
 
 def test_report_page_has_no_lookup_column_without_a_resolver(user_client, run_of):
     body = user_client.get(reverse("run_report", args=[run_of().pk])).content.decode()
-    assert "<th>Lookup</th>" not in body
+    assert "found online" not in body and "lookup failed" not in body
 
 
 def test_runs_list_shows_a_failed_runs_error_instead_of_counts(user_client, make_job):
