@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
-from jobs.durable import statements
+from jobs.durable import launch, statements
 from jobs.durable.engine import Txn, load_graph
 from jobs.durable.errors import (
     DefinitionError,
@@ -29,8 +29,7 @@ from jobs.durable.errors import (
     WorkflowFailed,
     WorkflowNotFinished,
 )
-from jobs.durable.graph import NAME_RE, Node, compile_graph, iter_spec
-from jobs.durable.kinds import get_kind
+from jobs.durable.graph import NAME_RE, Node, iter_spec
 from jobs.durable.kinds.timers import lock_signal
 from jobs.durable.models import (
     Instance,
@@ -39,8 +38,6 @@ from jobs.durable.models import (
     Signal,
     parse_instance_id,
 )
-from jobs.durable.permissions import check_start
-from jobs.durable.state import Graph
 
 
 def start(
@@ -51,6 +48,11 @@ def start(
     input: Any = None,
     on_failure: str = "",
     user: Any = None,
+    id: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    run_at: datetime | None = None,
+    delay: float | None = None,
 ) -> WorkflowHandle:
     """Store the workflow's graph as a new instance and make its first step(s) ready.
 
@@ -61,42 +63,47 @@ def start(
     that JSON cannot hold. ``user`` is the person starting it (the owner unless ``owner`` is
     given): NotPermitted unless they hold the permissions it needs (jobs.durable.permissions).
     Returns a :class:`WorkflowHandle` (a UUID: usable wherever an instance id is).
-    """
-    spec = compile_graph(workflow)
-    for node in iter_spec(spec):
-        get_kind(node["kind"]).check(node)
-    if user is not None:
-        check_start(user, spec)
-        if owner is None:
-            owner = user
-    if not isinstance(label, str) or len(label) > 200:
-        raise DefinitionError("label must be a string of at most 200 characters")
-    if on_failure:
-        try:
-            hook = import_string(on_failure)
-        except ImportError as exc:
-            raise DefinitionError(f"on_failure {on_failure!r} cannot be imported: {exc}") from exc
-        if not callable(hook):
-            raise DefinitionError(f"on_failure {on_failure!r} is not callable")
-    try:
-        input = json.loads(json.dumps(input))
-    except (TypeError, ValueError) as exc:
-        raise DefinitionError(f"workflow input must be JSON-serialisable: {exc}") from exc
 
-    now = timezone.now()
-    with transaction.atomic():
-        instance = Instance.objects.create(
-            label=label,
-            owner=owner,
-            graph=spec,
-            input=input,
-            on_failure=on_failure,
-            created_at=now,
-        )
-        txn = Txn(Graph.build(instance.id, spec, input, on_failure), now)
-        txn.activate(spec, None)
-        txn.flush()
-    return WorkflowHandle(instance.id)
+    ``id``: the caller's id for it ("order-42"); the same start again returns the existing
+    instance's handle, a different workflow or input raises WorkflowIdConflict
+    (:mod:`jobs.durable.launch`). ``queue`` and ``priority`` (0..9, higher first) place its
+    steps (:mod:`jobs.durable.queues`); ``run_at`` (an aware datetime) or ``delay`` (seconds)
+    hold its first step back until then.
+    """
+    options = launch.prepare(
+        workflow, label=label, owner=owner, on_failure=on_failure, user=user, queue=queue,
+        priority=priority, run_at=run_at, delay=delay,
+    )  # fmt: skip
+    pks = launch.create(options, [input], None if id is None else [id])
+    return WorkflowHandle(pks[0])
+
+
+def start_many(
+    workflow: Node,
+    inputs: list[Any],
+    *,
+    label: str = "",
+    owner: Any = None,
+    on_failure: str = "",
+    user: Any = None,
+    ids: list[str] | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    run_at: datetime | None = None,
+    delay: float | None = None,
+) -> list[WorkflowHandle]:
+    """``start()`` once per input, all in one statement (instances and their first steps);
+    the handles in input order. ``ids``: one workflow id per input, as ``start(id=...)``."""
+    inputs = list(inputs)
+    if ids is not None and len(ids) != len(inputs):
+        raise DefinitionError("start_many(): give one id per input")
+    options = launch.prepare(
+        workflow, label=label, owner=owner, on_failure=on_failure, user=user, queue=queue,
+        priority=priority, run_at=run_at, delay=delay,
+    )  # fmt: skip
+    if not inputs:
+        return []
+    return [WorkflowHandle(pk) for pk in launch.create(options, inputs, ids)]
 
 
 # Seconds between status reads while a handle waits: a safety net for a notification lost

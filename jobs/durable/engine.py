@@ -67,13 +67,22 @@ def load_graph(instance_id: uuid.UUID) -> Graph:
     return cache_graph(instance_id, *row)
 
 
-def cache_graph(instance_id: uuid.UUID, spec: Any, input: Any, on_failure: str) -> Graph:
+def cache_graph(
+    instance_id: uuid.UUID,
+    spec: Any,
+    input: Any,
+    on_failure: str,
+    queue: str = "default",
+    priority: int = 0,
+) -> Graph:
     """Put an instance's stored graph (as read from its row) into the cache; returns it."""
     graph = _graphs.get(instance_id)
     if graph is not None:
         _graphs.move_to_end(instance_id)
         return graph
-    graph = Graph.build(instance_id, decode_json(spec), decode_json(input), on_failure)
+    graph = Graph.build(
+        instance_id, decode_json(spec), decode_json(input), on_failure, queue, priority
+    )
     _graphs[instance_id] = graph
     if len(_graphs) > _GRAPH_CACHE_SIZE:
         _graphs.popitem(last=False)
@@ -126,6 +135,8 @@ class Txn:
         self.chain_owner = chain_owner
         self.lease_seconds = lease_seconds
         self.chained: StepRow | None = None
+        # A delayed start (start(run_at=...)): no step of this transaction is due earlier.
+        self.not_before: datetime | None = None
         # Scratch space for the node kinds, for this transaction only.
         self.memo: dict[str, Any] = {}
 
@@ -157,6 +168,8 @@ class Txn:
         """Insert one step row; a ready step makes this transaction send a NOTIFY."""
         key = self.child_key(node, parent, chunk_index)
         max_attempts = _max_attempts(node)
+        if run_at is not None and self.not_before is not None and run_at < self.not_before:
+            run_at = self.not_before
         status, attempts, lease_owner, lease_expires_at, due = self._claim_on_insert(
             node, status, run_at
         )
@@ -180,6 +193,8 @@ class Txn:
                 None if chunk is None else json.dumps(chunk),
                 self.now,
                 self.now if status == "running" else None,
+                self.graph.queue,
+                self.graph.priority,
             ],
         )[0][0]
         if due:
@@ -231,10 +246,12 @@ class Txn:
                 node["kind"],
                 node.get("name", ""),
                 max_attempts,
-                self.now,
+                max(self.now, self.not_before or self.now),
                 index,
                 json.dumps(chunk),
                 self.now,
+                self.graph.queue,
+                self.graph.priority,
             )
             for index, chunk in chunks
         ]

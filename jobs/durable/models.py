@@ -54,14 +54,30 @@ class StepStatus(models.TextChoices):
 STEP_FINISHED = (StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED)
 
 
+# Workflow ids given to start(id=...) map to primary keys in this namespace (UUID version 5).
+WORKFLOW_ID_NAMESPACE = uuid.UUID("6f1d0c3e-8a4b-5e7c-9d2f-0a1b2c3d4e5f")
+
+
+def instance_pk_for(workflow_id: str) -> uuid.UUID:
+    """The primary key of the instance started with ``id=workflow_id``."""
+    return uuid.uuid5(WORKFLOW_ID_NAMESPACE, workflow_id)
+
+
 def parse_instance_id(value: uuid.UUID | str) -> uuid.UUID:
-    """An instance id given as a UUID or its text; InstanceNotFound for anything else."""
+    """An instance id: a UUID, its text, or a workflow id given to ``start(id=...)``.
+
+    InstanceNotFound for anything else (an empty or overlong text, another type)."""
     if isinstance(value, uuid.UUID):
         return value
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise InstanceNotFound(f"{value!r} is not a workflow instance id (a UUID)") from None
+    if isinstance(value, str) and value.strip():
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            if len(value) <= 200:
+                return instance_pk_for(value)
+    raise InstanceNotFound(
+        f"{value!r} is not a workflow instance id (a UUID) nor a workflow id"
+    ) from None
 
 
 class InstanceQuerySet(models.QuerySet):
@@ -269,16 +285,16 @@ class Step(models.Model):
             # DESC, run_at ... FOR UPDATE SKIP LOCKED. Only ready rows are indexed, so it
             # stays small.
             models.Index(
-                fields=["-priority", "run_at"],
+                fields=["-priority", "run_at", "id"],
                 name="durable_step_ready",
                 condition=Q(status="ready"),
             ),
             # A limited queue's claim: its ready steps by priority, and its running leaves
             # counted against its concurrency.
             models.Index(
-                fields=["queue", "-priority", "run_at"],
+                fields=["queue", "-priority", "run_at", "id"],
                 name="durable_step_queue_ready",
-                condition=Q(status="ready") & ~Q(queue="default"),
+                condition=Q(status="ready"),
             ),
             models.Index(
                 fields=["queue"],

@@ -73,16 +73,25 @@ class Graph:
     nodes: dict[int, dict[str, Any]]
     # node id -> the composite node it is a child of (the root has none)
     parents: dict[int, dict[str, Any]]
+    # The instance's queue and priority, copied onto every step it inserts.
+    queue: str = "default"
+    priority: int = 0
 
     @classmethod
     def build(
-        cls, instance_id: uuid.UUID, spec: dict[str, Any], input: Any, on_failure: str
+        cls,
+        instance_id: uuid.UUID,
+        spec: dict[str, Any],
+        input: Any,
+        on_failure: str,
+        queue: str = "default",
+        priority: int = 0,
     ) -> Graph:
         nodes = {node["id"]: node for node in iter_spec(spec)}
         parents = {
             child["id"]: node for node in nodes.values() for child in node.get("children", ())
         }
-        return cls(instance_id, spec, input, on_failure, nodes, parents)
+        return cls(instance_id, spec, input, on_failure, nodes, parents, queue, priority)
 
 
 class Transitions(Protocol):

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import functools
 
-from jobs.durable.models import Instance, Signal, Step
+from jobs.durable.models import Instance, QueueState, Schedule, Signal, Step
 from jobs.durable.state import STEP_FIELDS
 
 STEP = Step._meta.db_table
 INSTANCE = Instance._meta.db_table
 SIGNAL = Signal._meta.db_table
+QUEUE = QueueState._meta.db_table
+SCHEDULE = Schedule._meta.db_table
 
 # The channel idle workers LISTEN on; a transaction that made a step ready NOTIFYs it.
 NOTIFY_CHANNEL = "durable_ready"
@@ -48,9 +50,12 @@ LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 
 # --- claiming (worker) ------------------------------------------------------------------------
 # Claim up to {limit} due ready steps, mark their pending instances running, and return each
-# step's row with its instance's status (before this statement), graph, input and hook.
-# The SELECT walks durable_step_ready (partial: status = 'ready', ordered by run_at) and skips
-# rows another transaction has locked; the instance rows are read by primary key.
+# step's row with its instance's status (before this statement), graph, input, hook, whether
+# this statement started it, its queue and priority.
+# The SELECT walks durable_step_ready (partial: status = 'ready', ordered by priority DESC,
+# run_at: the most urgent due step first) and skips rows another transaction has locked; the
+# instance rows are read by primary key. Steps of limited queues (a concurrency or a rate,
+# %(limited)s) are left to CLAIM_LIMITED; {queues} narrows to the queues a worker serves.
 # It never waits for an instance's row lock (SKIP LOCKED): a claim holding its step's lock
 # while waiting for the instance's would take the locks in the reverse of cancel()'s order
 # (instance, then its steps) and could deadlock. An instance it skipped is marked running by
@@ -61,8 +66,8 @@ LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 _CLAIM = f"""
 WITH picked AS (
     SELECT id, instance_id FROM {STEP}
-    WHERE status = 'ready' AND run_at <= %(now)s
-    ORDER BY run_at
+    WHERE status = 'ready' AND run_at <= %(now)s {{queues}}
+    ORDER BY priority DESC, run_at, id
     LIMIT {{limit:d}}
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
@@ -83,16 +88,56 @@ WITH picked AS (
     RETURNING id
 )
 SELECT c.*, i.status, i.graph, i.input, i.on_failure,
-    EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id)
+    EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id), i.queue, i.priority
 FROM claimed AS c LEFT JOIN {INSTANCE} AS i ON i.id = c.instance_id
 """
 
+# The queue filters of the claim: every queue but the limited ones; only the queues a worker
+# serves (``--queues``); exactly one limited queue (CLAIM_LIMITED, under its QueueState lock).
+_QUEUE_FILTERS = {
+    "unlimited": "AND queue <> ALL(%(limited)s)",
+    "served": "AND queue = ANY(%(queues)s) AND queue <> ALL(%(limited)s)",
+    "one": "AND queue = %(queue)s",
+}
+
 
 @functools.cache
-def claim_sql(limit: int) -> str:
-    """The claim statement for up to ``limit`` steps (one prepared statement per limit)."""
-    return _CLAIM.format(limit=int(limit))
+def claim_sql(limit: int, queues: str = "unlimited") -> str:
+    """The claim statement for up to ``limit`` steps (one prepared statement per variant)."""
+    return _CLAIM.format(limit=int(limit), queues=_QUEUE_FILTERS[queues])
 
+
+# --- limited queues (jobs.durable.queues) -----------------------------------------------------
+# Write a declared queue's limits (a worker knowing the declaration, at start). Primary key.
+UPSERT_QUEUE = (
+    f"INSERT INTO {QUEUE} (name, concurrency, rate_count, rate_seconds, fair, tokens,"
+    " refilled_at) VALUES (%s, %s, %s, %s, %s, COALESCE(%s, 0), %s)"
+    " ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency,"
+    " rate_count = EXCLUDED.rate_count, rate_seconds = EXCLUDED.rate_seconds,"
+    " fair = EXCLUDED.fair"
+)
+
+# The queues with a limit, which the plain claim leaves alone. Sequential scan of a tiny table.
+LIMITED_QUEUES = (
+    f"SELECT name FROM {QUEUE} WHERE concurrency IS NOT NULL OR rate_count IS NOT NULL"
+    " ORDER BY name"
+)
+
+# Lock one limited queue's row for a claim; a row locked by another worker's claim is
+# skipped (that worker is claiming from it right now). Primary key.
+LOCK_QUEUE = (
+    f"SELECT concurrency, rate_count, rate_seconds, tokens, refilled_at FROM {QUEUE}"
+    " WHERE name = %s FOR UPDATE SKIP LOCKED"
+)
+
+# Leaf steps of a queue running now (leased): durable_step_queue_running.
+QUEUE_RUNNING = (
+    f"SELECT count(*) FROM {STEP} WHERE queue = %s AND status = 'running'"
+    " AND lease_expires_at IS NOT NULL"
+)
+
+# The rate limiter's bucket after a claim. Primary key.
+SET_QUEUE_TOKENS = f"UPDATE {QUEUE} SET tokens = %s, refilled_at = %s WHERE name = %s"
 
 # Mark a pending instance running (its row was locked during the claim). Primary key.
 MARK_INSTANCE_RUNNING = (
@@ -129,7 +174,7 @@ SET_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
 INSTANCE_STATUS = f"SELECT status FROM {INSTANCE} WHERE id = %s"
 
 # The stored graph of an instance (cached by the engine: it never changes). Primary key.
-LOAD_GRAPH = f"SELECT graph, input, on_failure FROM {INSTANCE} WHERE id = %s"
+LOAD_GRAPH = f"SELECT graph, input, on_failure, queue, priority FROM {INSTANCE} WHERE id = %s"
 
 # One step as a StepRow. Primary key.
 LOAD_STEP = f"SELECT {step_columns()} FROM {STEP} WHERE id = %s"
@@ -156,15 +201,59 @@ STEP_KEY = f"SELECT key FROM {STEP} WHERE id = %s"
 # When a step was created (a wait's due time counts from it). Primary key.
 STEP_CREATED_AT = f"SELECT created_at FROM {STEP} WHERE id = %s"
 
+# --- starting instances (jobs.durable.launch) -------------------------------------------------
+# Create instances and the step rows of their first activation in one statement, and wake the
+# workers: start() and start_many(). Instances come as arrays (unnest); an id already taken
+# (start(id=...) again) is skipped by ON CONFLICT on the primary key, and so are its steps.
+# The step rows are numbered 1..n (ord, their parent by ord); real ids are drawn from the
+# step table's identity sequence in a materialised CTE and joined in. Only the started
+# instances' ids are returned. The NOTIFY CTE runs only when it is read (the final SELECT),
+# and then only if a step is due and an instance was created. Primary keys; durable_step_key.
+START_INSTANCES = f"""
+WITH inst AS (
+    INSERT INTO {INSTANCE} (id, label, owner_id, graph, input, status, error, on_failure,
+        created_at, workflow_id, queue, priority, parent_instance_id, parent_step_id,
+        forked_from)
+    SELECT i.id, %(label)s, %(owner)s, %(graph)s::jsonb, i.input::jsonb, 'pending', '',
+        %(on_failure)s, %(now)s, i.wid, %(queue)s, %(priority)s, %(parent)s,
+        %(parent_step)s, %(forked_from)s
+    FROM unnest(%(ids)s::uuid[], %(inputs)s::text[], %(wids)s::text[]) AS i(id, input, wid)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+), ids AS MATERIALIZED (
+    SELECT ord, nextval(pg_get_serial_sequence('{STEP}', 'id')) AS id
+    FROM generate_series(1, %(n)s) AS ord
+), steps AS (
+    INSERT INTO {STEP} (id, instance_id, parent_id, key, node_id, kind, name, status,
+        attempts, max_attempts, run_at, lease_owner, remaining, chunk_index, chunk, error,
+        created_at, started_at, queue, priority)
+    SELECT ids.id, r.instance, p.id, r.key, r.node, r.kind, r.name, r.status, 0,
+        r.max_attempts, r.run_at, '', r.remaining, r.chunk_index, r.chunk::jsonb, '', %(now)s,
+        CASE WHEN r.status = 'running' THEN %(now)s END, %(queue)s, %(priority)s
+    FROM unnest(%(s_ord)s::int[], %(s_parent)s::int[], %(s_instance)s::uuid[],
+        %(s_key)s::text[], %(s_node)s::int[], %(s_kind)s::text[], %(s_name)s::text[],
+        %(s_status)s::text[], %(s_max_attempts)s::int[], %(s_run_at)s::timestamptz[],
+        %(s_remaining)s::int[], %(s_chunk_index)s::int[], %(s_chunk)s::text[])
+        AS r(ord, parent, instance, key, node, kind, name, status, max_attempts, run_at,
+             remaining, chunk_index, chunk)
+    JOIN ids ON ids.ord = r.ord
+    LEFT JOIN ids AS p ON p.ord = r.parent
+    WHERE r.instance IN (SELECT id FROM inst)
+), wake AS (
+    SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE %(notify)s
+)
+SELECT id, (SELECT count(*) FROM wake) FROM inst
+"""
+
 # --- creating steps ---------------------------------------------------------------------------
 # One step row (a node activated). The unique (instance, key) index durable_step_key rules
 # out a second activation of the same node.
 INSERT_STEP = (
     f"INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name,"
     " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
-    " chunk_index, chunk, error, created_at, started_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, '', %s, %s)"
-    " RETURNING id"
+    " chunk_index, chunk, error, created_at, started_at, queue, priority)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, '', %s, %s,"
+    " %s, %s) RETURNING id"
 )
 
 # Many ready leaf steps of one node (a fan-out's chunks), sent with executemany.
@@ -172,8 +261,9 @@ INSERT_STEP = (
 INSERT_READY_CHILD = (
     f"INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name,"
     " status, attempts, max_attempts, run_at, lease_owner, remaining, chunk_index,"
-    " chunk, error, created_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, 'ready', 0, %s, %s, '', 0, %s, %s::jsonb, '', %s)"
+    " chunk, error, created_at, queue, priority)"
+    " VALUES (%s, %s, %s, %s, %s, %s, 'ready', 0, %s, %s, '', 0, %s, %s::jsonb, '', %s,"
+    " %s, %s)"
 )
 
 # --- finishing steps --------------------------------------------------------------------------
@@ -214,10 +304,10 @@ CHECKPOINT_AND_INSERT_NEXT = (
     " RETURNING parent_id),"
     f" nxt AS (INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name,"
     " status, attempts, max_attempts, run_at, lease_owner, lease_expires_at, remaining,"
-    " chunk_index, chunk, error, created_at, started_at)"
+    " chunk_index, chunk, error, created_at, started_at, queue, priority)"
     " SELECT p.instance_id, p.id, p.key || %(suffix)s, %(node_id)s, %(kind)s, %(name)s,"
     " %(status)s, %(new_attempts)s, %(max_attempts)s, %(run_at)s, %(owner)s, %(expires)s, 0,"
-    " NULL, NULL, '', %(now)s, %(started)s"
+    " NULL, NULL, '', %(now)s, %(started)s, p.queue, p.priority"
     f" FROM {STEP} AS p WHERE p.id = (SELECT parent_id FROM done)"
     " AND p.status = 'running' AND p.node_id = %(parent_node)s"
     " RETURNING id, key)"

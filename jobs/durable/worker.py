@@ -72,13 +72,16 @@ from jobs.durable.engine import (
 )
 from jobs.durable.errors import DurableError, Fenced, PermanentError, RetryLater
 from jobs.durable.kinds import get_kind, node_label
-from jobs.durable.state import StepRow
+from jobs.durable.queues import check_queue_name, claim_limited, limited_queue_names, sync_queues
+from jobs.durable.state import STEP_FIELDS, StepRow
 from jobs.durable.statements import claim_sql
 
 logger = logging.getLogger("jobs.durable.worker")
 
 # Seconds before a step of an unknown kind (a newer release's) is offered to workers again.
 UNKNOWN_KIND_DELAY = 5.0
+# Seconds between reads of which queues are limited.
+LIMITED_REFRESH = 2.0
 
 
 class ConnectionLost(Exception):
@@ -138,6 +141,7 @@ class Worker:
         worker_id: str | None = None,
         clock: Callable[[], datetime] = timezone.now,
         chain: bool = True,
+        queues: list[str] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -150,6 +154,12 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.clock = clock
         self.chain = chain
+        # The queues this worker serves (None: all); the limited ones are claimed under their
+        # QueueState lock (jobs.durable.queues), read again every LIMITED_REFRESH seconds.
+        self.queues = [check_queue_name(q) for q in queues] if queues else None
+        self._limited: list[str] = []
+        self._limited_read_at = float("-inf")
+        self._queue_turn = 0
         self._local = threading.local()
         self.shutdown = False
         self.steps_run = 0  # steps completed
@@ -162,17 +172,43 @@ class Worker:
 
     # --- claiming and running ------------------------------------------------------------
     def claim(self, limit: int = 1, now: datetime | None = None) -> list[StepRow]:
-        """Claim up to ``limit`` ready steps (one short autocommit statement, see
-        ``statements.claim_sql``)."""
+        """Claim up to ``limit`` ready steps: from a limited queue this worker serves, within
+        its limits (``queues.claim_limited``), else with the plain claim (one short
+        autocommit statement, see ``statements.claim_sql``)."""
         now = now or self.clock()
-        return self._claimed(execute_prepared(claim_sql(limit), self._claim_params(now)), now)
+        params = self._claim_params(now)
+        served = self._served_limited()
+        for offset in range(len(served)):
+            # Take turns, so that one busy limited queue does not starve the next.
+            name = served[(self._queue_turn + offset) % len(served)]
+            rows = claim_limited(name, limit, params)
+            if rows:
+                self._queue_turn += offset + 1
+                return self._claimed(rows, now)
+        return self._claimed(execute_prepared(self._claim_sql(limit), params), now)
+
+    def _claim_sql(self, limit: int) -> str:
+        return claim_sql(limit, "served" if self.queues else "unlimited")
 
     def _claim_params(self, now: datetime) -> dict[str, Any]:
         return {
             "now": now,
             "owner": self.worker_id,
             "expires": now + timedelta(seconds=self.lease_seconds),
+            "limited": self._limited_queues(),
+            "queues": self.queues or [],
         }
+
+    def _limited_queues(self) -> list[str]:
+        """The limited queues (from the database, read again every LIMITED_REFRESH s)."""
+        if time.monotonic() - self._limited_read_at > LIMITED_REFRESH:
+            self._limited = limited_queue_names()
+            self._limited_read_at = time.monotonic()
+        return self._limited
+
+    def _served_limited(self) -> list[str]:
+        limited = self._limited_queues()
+        return [q for q in limited if self.queues is None or q in self.queues]
 
     def _claimed(self, rows: list[tuple], now: datetime) -> list[StepRow]:
         """The steps of committed claim rows that may run (run with no transaction open)."""
@@ -180,9 +216,10 @@ class Worker:
         for row in rows:
             step = StepRow.from_row(row)
             step.status = "running"
-            instance_status, graph, input_, on_failure, started = row[12:17]
+            n = len(STEP_FIELDS)
+            instance_status, graph, input_, on_failure, started, queue, priority = row[n : n + 7]
             if instance_status in UNFINISHED_INSTANCE:
-                cache_graph(step.instance_id, graph, input_, on_failure)
+                cache_graph(step.instance_id, graph, input_, on_failure, queue, priority)
             if instance_status == "pending":
                 if not started:  # its row was locked: mark it now, no lock of ours held
                     self._mark_instance_running(step, now)
@@ -282,13 +319,15 @@ class Worker:
         next ready step in the same transaction: the claim commits with the checkpoint, one
         commit per step instead of two. Returns the claim's rows and time, to be handled
         (``_claimed``) once the transaction has committed; None when nothing was asked."""
-        if not chain or txn.chained is not None or self.shutdown:
+        if not chain or txn.chained is not None or self.shutdown or self._served_limited():
+            # A worker serving limited queues claims through claim(), which tries them first.
             return None
         now = self.clock()
-        return execute_prepared(claim_sql(1), self._claim_params(now)), now
+        return execute_prepared(self._claim_sql(1), self._claim_params(now)), now
 
     def _txn(self, graph: Any, chain: bool) -> Txn:
-        if chain:
+        # A limited queue's steps are never chained: each start goes through its claim.
+        if chain and graph.queue not in self._limited:
             return Txn(
                 graph, self.clock(), chain_owner=self.worker_id, lease_seconds=self.lease_seconds
             )
@@ -384,6 +423,7 @@ class Worker:
 
     def run(self) -> int:
         """Run until a signal (or, with ``once``, until nothing is ready); returns steps run."""
+        sync_queues(self.clock())
         heartbeat = Heartbeat(self)
         heartbeat.start()
         logger.info(

@@ -137,7 +137,8 @@ def test_list_paginates(user):
     ("args", "message"),
     [
         (("status", "00000000-0000-0000-0000-000000000000"), "no workflow instance"),
-        (("result", "not-a-uuid"), "is not a workflow instance id"),
+        (("result", "not-a-uuid"), "no workflow instance"),  # a workflow id never started
+        (("result", ""), "is not a workflow instance id"),
         (("cancel", "00000000-0000-0000-0000-000000000000"), "no workflow instance"),
         (("explain", "00000000-0000-0000-0000-000000000000"), "no workflow instance"),
         (("signal", "00000000-0000-0000-0000-000000000000", "x"), "no workflow instance"),

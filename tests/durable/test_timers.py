@@ -196,8 +196,10 @@ def test_signal_errors_the_caller_sees(worker, clock):
         signal(iid, "not a name")
     with pytest.raises(InstanceNotFound, match="no workflow instance"):
         signal("00000000-0000-0000-0000-000000000000", "approval")
+    with pytest.raises(InstanceNotFound, match="no workflow instance"):
+        signal("nonsense", "approval")  # a workflow id never started
     with pytest.raises(InstanceNotFound, match="not a workflow instance id"):
-        signal("nonsense", "approval")
+        signal("", "approval")
     clock.shift(1)
     worker.drain()
     assert status(iid) == "completed"

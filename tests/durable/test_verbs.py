@@ -78,8 +78,10 @@ def test_verbs_reject_unknown_and_malformed_ids():
     for verb in (status, result, cancel, explain):
         with pytest.raises(InstanceNotFound, match="no workflow instance"):
             verb(uuid.uuid4())
+        with pytest.raises(InstanceNotFound, match="no workflow instance"):
+            verb("not-a-uuid")  # a workflow id no start used
         with pytest.raises(InstanceNotFound, match="is not a workflow instance id"):
-            verb("not-a-uuid")
+            verb("")
 
 
 def test_result_raises_until_completed(worker):

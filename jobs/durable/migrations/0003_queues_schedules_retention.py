@@ -157,17 +157,15 @@ class Migration(migrations.Migration):
             model_name="step",
             index=models.Index(
                 condition=models.Q(("status", "ready")),
-                fields=["-priority", "run_at"],
+                fields=["-priority", "run_at", "id"],
                 name="durable_step_ready",
             ),
         ),
         migrations.AddIndex(
             model_name="step",
             index=models.Index(
-                condition=models.Q(
-                    ("status", "ready"), models.Q(("queue", "default"), _negated=True)
-                ),
-                fields=["queue", "-priority", "run_at"],
+                condition=models.Q(("status", "ready")),
+                fields=["queue", "-priority", "run_at", "id"],
                 name="durable_step_queue_ready",
             ),
         ),
