@@ -28,6 +28,11 @@ class Command(BaseCommand):
             help="seconds between polls when no NOTIFY arrives (default 1)",
         )
         parser.add_argument(
+            "--queues",
+            default="",
+            help="serve only these queues, comma-separated (default: every queue)",
+        )
+        parser.add_argument(
             "--metrics-port",
             type=int,
             default=0,
@@ -39,9 +44,17 @@ class Command(BaseCommand):
             help="address the metrics port binds to (default 127.0.0.1; it has no token)",
         )
 
-    def handle(self, *args, once: bool, concurrency: int, poll_interval: float, **options) -> None:
+    def handle(
+        self, *args, once: bool, concurrency: int, poll_interval: float, queues: str, **options
+    ) -> None:
+        names = [name.strip() for name in queues.split(",") if name.strip()]
         try:
-            worker = Worker(concurrency=concurrency, once=once, poll_interval=poll_interval)
+            worker = Worker(
+                concurrency=concurrency,
+                once=once,
+                poll_interval=poll_interval,
+                queues=names or None,
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if options["metrics_port"]:
