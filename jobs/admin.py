@@ -27,8 +27,11 @@ from jobs import dashboard, pipeline
 from jobs.admin_tools import (
     BigTableAdmin,
     DeletedFilter,
+    EventByFilter,
+    EventSinceFilter,
     EventWriterFilter,
     FailedReasonFilter,
+    FinishedWithinFilter,
     HasRunFilter,
     JobSavedByFilter,
     JudgedFilter,
@@ -38,6 +41,7 @@ from jobs.admin_tools import (
 from jobs.models import (
     AnalysisJob,
     AnalysisRun,
+    FailureKind,
     JobCitation,
     JobStatus,
     RunEvent,
@@ -70,12 +74,11 @@ def record_now(request: HttpRequest, job_ids: list[int]) -> str:
     """Record the runs of ``job_ids`` through the backstop (single writer, saved_by='worker').
 
     Jobs that stopped being ghosts meanwhile are left alone by the backstop; the returned
-    message says how many were written, claimed or left as they were.
+    message says how many were written, claimed or left as they were. The events say it was
+    manual and name the operator.
     """
     results = record_jobs(
-        job_ids=list(job_ids),
-        source="admin",
-        sweeper_name=f"admin:{request.user.get_username()}",
+        job_ids=list(job_ids), source="manual", operator=request.user.get_username()
     )
     by_action = Counter(r.action for r in results)
     skipped = len(set(job_ids)) - len(results)
@@ -113,6 +116,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
         JobSavedByFilter,
         "failure_kind",
         FailedReasonFilter,
+        FinishedWithinFilter,
         DeletedFilter,
     ]
     search_fields = ["filename", "owner__username"]  # what the box searches (OwnerSearchMixin)
@@ -129,7 +133,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
         "filename",
         "library_filename",
         "status",
-        "current_step",
+        "step_detail",
         "error",
         "failure_kind",
         "run_id",
@@ -143,7 +147,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
     ]
     fieldsets = [
         (None, {"fields": ["links", "owner", "filename", "library_filename"]}),
-        ("State", {"fields": ["status", "current_step", "error", "failure_kind"]}),
+        ("State", {"fields": ["status", "step_detail", "error", "failure_kind"]}),
         ("Identity", {"fields": ["run_id", "workflow_id"]}),
         (
             "Times",
@@ -189,11 +193,42 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
 
     @admin.display(description="current step")
     def current_step(self, obj: AnalysisJob) -> str:
+        # A terminal job has no current step; its progress_step is the last stage that
+        # committed (a job that failed in extract still says "queued").
+        if obj.status == JobStatus.FAILED:
+            return f"failed ({obj.get_failure_kind_display() or 'unknown'})"
+        if obj.status == JobStatus.COMPLETE:
+            return "complete"
         if not obj.progress_step:
             return "—"
         if obj.progress_total:
             return f"{obj.progress_step} {obj.progress_done}/{obj.progress_total}"
         return obj.progress_step
+
+    @admin.display(description="step")
+    def step_detail(self, obj: AnalysisJob) -> str:
+        """The change page's step: where a failed job failed (the engine's step table), or
+        where a live job is."""
+        if obj.status != JobStatus.FAILED:
+            if obj.status == JobStatus.QUEUED and obj.first_step_running():
+                return "extract (running; the job row says queued until it commits)"
+            return self.current_step(obj)
+        step = obj.failing_step()
+        if step is None:
+            return format_html(
+                '<span class="acurio-failed-step">failed, at no step of its workflow</span> ({})',
+                obj.get_failure_kind_display() or "unknown",
+            )
+        return format_html(
+            '<span class="acurio-failed-step">failed at <strong>{}</strong></span>'
+            " after {} of {} attempt(s) ({})"
+            '<div class="acurio-step-error">{}</div>',
+            step["label"],
+            step["attempts"],
+            step["max_attempts"],
+            obj.get_failure_kind_display() or "unknown",
+            step["error"] or "(the step left no error text)",
+        )
 
     @admin.display(description="run")
     def run_column(self, obj: AnalysisJob) -> str:
@@ -250,10 +285,20 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
 
     @admin.action(description="Re-queue failed jobs (new job, same run)", permissions=["change"])
     def requeue_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
-        failed = list(queryset.filter(status=JobStatus.FAILED, deleted_at__isnull=True))
+        """A new job of the same run for each failed job, except those that failed on the
+        user's input: the same file would fail the same way at once, so they are refused,
+        each with its reason (the student re-uploads a fixed file instead)."""
+        failed = list(
+            queryset.filter(status=JobStatus.FAILED, deleted_at__isnull=True).defer(
+                "upload", "library", "doc_html", "results"
+            )
+        )
         skipped = queryset.count() - len(failed)
+        refused = [job for job in failed if job.failure_kind == FailureKind.INPUT]
         new_ids, errors = [], []
         for job in failed:
+            if job.failure_kind == FailureKind.INPUT:
+                continue
             try:
                 # One transaction per job: one bad job neither blocks nor undoes the others.
                 with transaction.atomic():
@@ -267,6 +312,16 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
                 + ", ".join(f"#{i}" for i in new_ids)
                 + ".",
                 messages.SUCCESS,
+            )
+        if refused:
+            self.message_user(
+                request,
+                "Not re-queued: "
+                + "; ".join(
+                    f"#{job.pk} failed on the user's input ({job.error})" for job in refused
+                )
+                + ". The same file would fail the same way; the student must upload a new one.",
+                messages.ERROR,
             )
         if skipped:
             self.message_user(
@@ -297,6 +352,11 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
                 name=f"{app}_{model}_dashboard",
             ),
             path(
+                "dashboard/panels/",
+                self.admin_site.admin_view(self.dashboard_panels_view),
+                name=f"{app}_{model}_dashboard_panels",
+            ),
+            path(
                 "dashboard/record/",
                 self.admin_site.admin_view(self.dashboard_record_view),
                 name=f"{app}_{model}_dashboard_record",
@@ -304,7 +364,7 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
             *super().get_urls(),
         ]
 
-    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+    def _dashboard_context(self, request: HttpRequest) -> dict:
         if not self.has_view_permission(request):
             raise PermissionDenied
         context = {
@@ -320,7 +380,19 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
         for row in context["ghosts"]["rows"]:
             row["job_url"] = _job_url(row["id"])
         request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/jobs/dashboard.html", context)
+        return context
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return TemplateResponse(
+            request, "admin/jobs/dashboard.html", self._dashboard_context(request)
+        )
+
+    def dashboard_panels_view(self, request: HttpRequest) -> HttpResponse:
+        """The dashboard's panels alone (an HTML fragment): what its script swaps in every few
+        seconds (``admin_view`` marks it never cached)."""
+        return TemplateResponse(
+            request, "admin/jobs/dashboard_panels.html", self._dashboard_context(request)
+        )
 
     def dashboard_record_view(self, request: HttpRequest) -> HttpResponse:
         """The dashboard's "record now": the ghosts ticked, or every ghost past grace."""
@@ -359,8 +431,10 @@ class AnalysisJobAdmin(OwnerSearchMixin, BigTableAdmin):
 
 @admin.register(AnalysisRun)
 class AnalysisRunAdmin(OwnerSearchMixin, BigTableAdmin):
+    # Readable at 1366 px beside the filters: the id is cut to its first 8 characters (the
+    # link leads to the whole row) and admin.css keeps each cell on one line.
     list_display = [
-        "id",
+        "short_id",
         "document",
         "owner",
         "status",
@@ -369,6 +443,7 @@ class AnalysisRunAdmin(OwnerSearchMixin, BigTableAdmin):
         "judged_column",
         "saved_at",
     ]
+    list_display_links = ["short_id"]
     list_filter = [SavedByFilter, JudgedFilter, "status"]
     search_fields = ["document", "owner__username"]  # what the box searches (OwnerSearchMixin)
     search_name_field = "document"
@@ -405,6 +480,10 @@ class AnalysisRunAdmin(OwnerSearchMixin, BigTableAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # the single writer owns this table; the admin only reads
+
+    @admin.display(description="id", ordering="id")
+    def short_id(self, obj: AnalysisRun) -> str:
+        return format_html('<span title="{}">{}</span>', obj.pk, str(obj.pk)[:8])
 
     @admin.display(description="saved by", ordering="saved_by")
     def saved_by_column(self, obj: AnalysisRun) -> str:
@@ -452,16 +531,16 @@ class RunEventAdmin(BigTableAdmin):
     list_display = [
         "created_at",
         "kind",
+        "by_column",
         "job_link",
         "run_link",
         "writer",
         "lag",
-        "sweeper",
     ]
-    # Both filters list fixed choices: a "writer" field filter would run SELECT DISTINCT
-    # writer over every event to build its options.
-    list_filter = ["kind", EventWriterFilter]
-    search_fields = ["sweeper"]
+    # Every filter lists fixed choices: a "writer" field filter would run SELECT DISTINCT
+    # writer over every event to build its options. "when" gives the dashboard's periods.
+    list_filter = ["kind", EventSinceFilter, EventByFilter, EventWriterFilter]
+    search_fields = ["sweeper", "operator"]
     # Ids follow creation; "-created_at" alone has no index (kind leads runevent_kind_time_idx).
     ordering = ["-id"]
     readonly_fields = [
@@ -471,6 +550,7 @@ class RunEventAdmin(BigTableAdmin):
         "writer",
         "lag_seconds",
         "sweeper",
+        "operator",
         "details",
         "created_at",
     ]
@@ -478,6 +558,13 @@ class RunEventAdmin(BigTableAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.display(description="by")
+    def by_column(self, obj: RunEvent) -> str:
+        # Events from before RunEvent.operator named the operator as sweeper "admin:<name>".
+        if not obj.operator and obj.sweeper.startswith("admin:"):
+            return f"manual: {obj.sweeper.removeprefix('admin:')}"
+        return obj.by or "—"
 
     @admin.display(description="job")
     def job_link(self, obj: RunEvent) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
@@ -247,3 +248,65 @@ class JudgedFilter(admin.SimpleListFilter):
             case "no":
                 return queryset.unjudged()
         return queryset
+
+
+class EventSinceFilter(admin.SimpleListFilter):
+    """Events of the last hour, day or week: the periods the dashboard's counters count, so a
+    counter and the list it links to show the same number. With a kind, served by
+    runevent_kind_time_idx (kind, created_at)."""
+
+    title = "when"
+    parameter_name = "since"
+    PERIODS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+
+    def lookups(self, request, model_admin):
+        return [("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")]
+
+    def queryset(self, request, queryset):
+        period = self.PERIODS.get(self.value() or "")
+        if period is None:
+            return queryset
+        return queryset.filter(created_at__gte=timezone.now() - period)
+
+
+class EventByFilter(admin.SimpleListFilter):
+    """Who did it: a sweeper on its own, or an operator (a manual "record now")."""
+
+    title = "by"
+    parameter_name = "by"
+
+    def lookups(self, request, model_admin):
+        return [("sweeper", "The sweeper"), ("manual", "An operator (manual)")]
+
+    def queryset(self, request, queryset):
+        match self.value():
+            case "manual":
+                return queryset.exclude(operator="")
+            case "sweeper":
+                return queryset.filter(operator="")
+        return queryset
+
+
+class FinishedWithinFilter(admin.SimpleListFilter):
+    """Jobs finished within the last N minutes (``?finished_within=N``): the dashboard's
+    window, so its failed card links to the very jobs it counts. Served by job_finished_idx
+    (or job_failed_idx with the failed status)."""
+
+    title = "finished within"
+    parameter_name = "finished_within"
+
+    def lookups(self, request, model_admin):
+        window = int(settings.ACURIO_INFLIGHT_WINDOW_MINUTES)
+        choices = {window: f"The dashboard's window ({window} min)", 60: "Last hour"}
+        choices.setdefault(1440, "Last 24 hours")
+        choices.setdefault(10080, "Last 7 days")
+        return [(str(minutes), label) for minutes, label in choices.items()]
+
+    def queryset(self, request, queryset):
+        try:
+            minutes = int(self.value() or "")
+        except ValueError:
+            return queryset
+        if minutes <= 0:
+            return queryset
+        return queryset.filter(finished_at__gte=timezone.now() - timedelta(minutes=minutes))

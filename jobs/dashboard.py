@@ -18,14 +18,15 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import Aggregate, Count, FloatField, Max, Min, Q
-from django.db.models.functions import TruncDate, TruncHour
+from django.db.models import Aggregate, Count, F, FloatField, Func, Max, Min, Q, TextField, Value
+from django.db.models.functions import Left, TruncDate, TruncHour
 from django.utils import timezone
 
 from jobs.charts import bar_chart
 from jobs.models import (
     AnalysisJob,
     AnalysisRun,
+    FailureKind,
     JobStatus,
     RunEvent,
     RunEventKind,
@@ -36,11 +37,12 @@ from jobs.sql import range_counts
 
 # How many rows the dashboard lists in its tables (the change lists show the rest).
 LIST_LIMIT = 25
-# A sweeper is stale when it has missed this many ticks: the red banner ("no sweeper ticked
-# for 3 of its ticks").
+# A sweeper is gone when it has missed this many ticks: the red banner ("no sweeper ticked
+# for 3 of its ticks"). Its row stays, shown as gone, until the sweepers delete it after
+# SweeperHeartbeat.EXPIRY_TICKS of silence.
 MISSED_TICKS = 3
-# Stopped sweepers stay on the page this long, so a drained deploy is still visible.
-STOPPED_VISIBLE = timedelta(days=1)
+# Stopped sweepers stay on the page this long (then the sweepers delete their rows).
+STOPPED_VISIBLE = SweeperHeartbeat.STOPPED_KEPT
 WRITER_DAYS = 7
 CHART_HOURS = 48
 
@@ -100,6 +102,8 @@ def _with_usernames(rows: list[dict]) -> list[dict]:
 def in_flight(now: datetime, window: timedelta, limit: int = LIST_LIMIT) -> dict:
     """Jobs queued, running, or terminal within ``window``: counts per status and the newest rows.
 
+    ``counts`` has the queued and running jobs (at any age) and the complete and failed ones
+    finished within the window; ``active`` is queued + running only: what is in flight now.
     Index: a BitmapOr of ``job_active_idx`` (queued/running, partial) and ``job_finished_idx``
     (finished_at >= now - window); only the window's rows are read, however old the table.
     """
@@ -124,17 +128,52 @@ def in_flight(now: datetime, window: timedelta, limit: int = LIST_LIMIT) -> dict
         "finished_at",
         "workflow_id",
         "error",
+        "failure_kind",
     )[:limit]:
         terminal = job["status"] in (JobStatus.COMPLETE, JobStatus.FAILED)
         age = _age(now, job["finished_at"] if terminal else job["created_at"])
         rows.append({**job, "terminal": terminal, "age_seconds": age, "age": format_age(age)})
     _with_usernames(rows)
+    total = sum(counts.values())
     return {
         "window_minutes": int(window.total_seconds() // 60),
         "counts": counts,
-        "total": sum(counts.values()),
+        "active": counts[JobStatus.QUEUED] + counts[JobStatus.RUNNING],
+        "total": total,
         "rows": rows,
-        "truncated": sum(counts.values()) > len(rows),
+        "truncated": total > len(rows),
+    }
+
+
+# --- Failures -----------------------------------------------------------------------------
+
+
+def failure_reasons(now: datetime, window: timedelta, limit: int = 5) -> dict:
+    """Failed jobs finished within ``window``, grouped by reason and whose failure it was.
+
+    A reason is the error text up to its first colon, as the jobs list's "failed reason"
+    filter reads it, so each row links to exactly the jobs it counts. Index: ``job_failed_idx``
+    (partial: failed jobs, finished_at), one range.
+    """
+    since = now - window
+    failed = AnalysisJob.objects.alive().filter(status=JobStatus.FAILED, finished_at__gte=since)
+    reason = Left(
+        Func(F("error"), Value(":"), Value(1), function="split_part", output_field=TextField()),
+        80,
+    )
+    grouped = (
+        failed.annotate(reason=reason)
+        .values("reason", "failure_kind")
+        .annotate(n=Count("*"))
+        .order_by("-n", "reason", "failure_kind")
+    )
+    labels = dict(FailureKind.choices)
+    # Every group is read (a window's failures have few distinct reasons) so the total is exact.
+    groups = [{**row, "kind_label": labels.get(row["failure_kind"], "unknown")} for row in grouped]
+    return {
+        "total": sum(g["n"] for g in groups),
+        "rows": groups[:limit],
+        "more": max(0, len(groups) - limit),
     }
 
 
@@ -204,7 +243,9 @@ def sweepers(now: datetime) -> dict:
     """One row per sweeper process with its state; ``banner`` when none ticked for 3 ticks.
 
     A sweeper is alive while it has not stopped and its last tick is younger than
-    ``MISSED_TICKS`` of its own tick interval. The table is one row per process: no index needed.
+    ``MISSED_TICKS`` of its own tick interval; silent longer it is *gone* (killed: nothing
+    marked it stopped), and its row is deleted after ``SweeperHeartbeat.EXPIRY_TICKS`` of
+    silence (``expires_in``). The table is one row per process: no index needed.
     """
     rows = []
     qs = SweeperHeartbeat.objects.filter(
@@ -217,8 +258,10 @@ def sweepers(now: datetime) -> dict:
         elif hb.last_tick_at is not None and now - hb.last_tick_at <= limit:
             state = "alive"
         else:
-            state = "stale"
+            state = "gone"
         tick_age = _age(now, hb.last_tick_at)
+        silent_since = hb.last_tick_at or hb.started_at
+        expires = silent_since + timedelta(seconds=hb.tick_seconds * SweeperHeartbeat.EXPIRY_TICKS)
         backstop_age = _age(now, hb.last_backstop_at)
         rows.append(
             {
@@ -233,6 +276,7 @@ def sweepers(now: datetime) -> dict:
                 "backstop_in_flight": hb.backstop_in_flight and state == "alive",
                 "tick_seconds": hb.tick_seconds,
                 "stopped_at": hb.stopped_at,
+                "expires_in": format_age(_age(expires, now)) if state == "gone" else None,
             }
         )
     alive = [r for r in rows if r["state"] == "alive"]
@@ -244,24 +288,38 @@ def sweepers(now: datetime) -> dict:
         "last_tick_age": format_age(_age(now, last_tick)) if last_tick else None,
         "backstop_in_flight": any(r["backstop_in_flight"] for r in alive),
         "missed_ticks": MISSED_TICKS,
+        "expiry_ticks": SweeperHeartbeat.EXPIRY_TICKS,
     }
 
 
 def event_counts(now: datetime) -> dict:
     """Rows recorded, judged and trimmed in the last hour and the last day.
 
-    Index: ``runevent_kind_time_idx`` (kind, created_at): one range per kind, index-only.
+    Each count is what the events list shows for the same kind and period (the page links
+    ``?kind__exact=<kind>&since=1h|24h``, ``jobs.admin_tools.EventSinceFilter``); "recorded"
+    also says how many were manual (an operator's "record now", ``operator`` set). Index:
+    ``runevent_kind_time_idx`` (kind, created_at): one range per kind.
     """
     hour, day = now - timedelta(hours=1), now - timedelta(days=1)
-    counts = {kind: {"hour": 0, "day": 0, "label": label} for kind, label in RunEventKind.choices}
+    counts = {
+        kind: {"hour": 0, "day": 0, "label": label, "manual_hour": 0, "manual_day": 0}
+        for kind, label in RunEventKind.choices
+    }
+    manual = ~Q(operator="")
     qs = (
         RunEvent.objects.filter(kind__in=RunEventKind.values, created_at__gte=day)
         .values("kind")
-        .annotate(day=Count("*"), hour=Count("created_at", filter=Q(created_at__gte=hour)))
+        .annotate(
+            day=Count("*"),
+            hour=Count("created_at", filter=Q(created_at__gte=hour)),
+            manual_day=Count("created_at", filter=manual),
+            manual_hour=Count("created_at", filter=manual & Q(created_at__gte=hour)),
+        )
         .order_by()
     )
     for row in qs:
-        counts[row["kind"]].update(hour=row["hour"], day=row["day"])
+        kind = row.pop("kind")
+        counts[kind].update(row)
     return counts
 
 
@@ -380,9 +438,11 @@ def hourly_series(now: datetime, hours: int = CHART_HOURS) -> dict[str, list[tup
         AnalysisJob.objects.ghosts().filter(finished_at__gte=first), "finished_at", first
     )
     recorded = _hourly(
-        RunEvent.objects.filter(kind=RunEventKind.RECORDED, created_at__gte=first).exclude(
-            sweeper__startswith="admin:"
-        ),
+        # The sweeper's own work: manual records name their operator (rows from before
+        # RunEvent.operator existed named the operator as sweeper "admin:<name>").
+        RunEvent.objects.filter(
+            kind=RunEventKind.RECORDED, created_at__gte=first, operator=""
+        ).exclude(sweeper__startswith="admin:"),
         "created_at",
         first,
     )
@@ -406,6 +466,7 @@ def build_dashboard(now: datetime | None = None) -> dict:
     return {
         "now": now,
         "in_flight": in_flight(now, window),
+        "failures": failure_reasons(now, window),
         "ghosts": ghosts(now, grace, window),
         "sweepers": sweepers(now),
         "events": event_counts(now),

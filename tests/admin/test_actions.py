@@ -59,11 +59,15 @@ def test_record_now_writes_the_run_as_worker_through_the_single_writer(staff_cli
     ghost.refresh_from_db()
     assert ghost.run_saved_at is not None
     assert not AnalysisJob.objects.ghosts().filter(pk=ghost.pk).exists()
-    # The ops diagnostics hook names the operator who pressed the button.
+    # The ops diagnostics event says it was manual and names the operator who pressed the
+    # button; no sweeper did it.
     event = RunEvent.objects.get(kind=RunEventKind.RECORDED, job=ghost)
-    assert event.sweeper == "admin:olivia"
+    assert (event.operator, event.sweeper, event.details["source"]) == ("olivia", "", "manual")
     assert event.writer == "worker"
     assert event.lag_seconds >= 600
+    events = staff_client.get(reverse("admin:jobs_runevent_changelist") + "?by=manual")
+    page = events.content.decode()
+    assert "manual: olivia" in page and "Recorded by sweeper" not in page
 
 
 def test_record_now_leaves_a_client_saved_run_of_the_same_job_untouched(

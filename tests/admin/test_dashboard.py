@@ -122,6 +122,102 @@ def test_in_flight_window_lists_active_and_recently_finished_jobs(place_job, now
     assert not panel["truncated"]
 
 
+def test_the_cards_count_queued_running_and_the_windows_finished_and_failed(
+    staff_client, place_job, now
+):
+    """The "In flight now" card counts queued and running jobs only: finished jobs have their
+    own cards, for the window."""
+    place_job(status=JobStatus.QUEUED, created=now - timedelta(minutes=2))
+    place_job(status=JobStatus.QUEUED, created=now - timedelta(hours=3))
+    place_job(status=JobStatus.RUNNING, created=now - timedelta(minutes=1))
+    for minutes in (5, 10, 15):
+        place_job(
+            created=now - timedelta(minutes=minutes + 1), finished=now - timedelta(minutes=minutes)
+        )
+    place_job(created=now - timedelta(hours=4), finished=now - timedelta(hours=3))  # outside
+    place_job(
+        status=JobStatus.FAILED,
+        finished=now - timedelta(minutes=4),
+        error="Could not read the file: it is encrypted",
+        failure_kind="input",
+    )
+
+    panel = dashboard.in_flight(now, WINDOW)
+    assert panel["active"] == 3
+    assert panel["counts"] == {"queued": 2, "running": 1, "complete": 3, "failed": 1}
+
+    content = staff_client.get(reverse(DASHBOARD)).content.decode()
+    assert 'id="card-inflight-n">3<' in content
+    assert 'id="card-queued-n">2<' in content
+    assert 'id="card-running-n">1<' in content
+    assert 'id="card-finished-n">3<' in content
+    assert 'id="card-failed-n">1<' in content
+
+
+def test_the_failed_card_lists_the_top_reasons_with_whose_failure_it_was(
+    staff_client, place_job, now
+):
+    def failed(error, kind, minutes=5, **fields):
+        return place_job(
+            status=JobStatus.FAILED,
+            finished=now - timedelta(minutes=minutes),
+            error=error,
+            failure_kind=kind,
+            **fields,
+        )
+
+    for name in ("a", "b", "c"):
+        failed(f"Could not read the file: {name}.pdf is encrypted", "input")
+    failed("The analysis stopped because of an internal error", "internal")
+    failed("The analysis stopped because of an internal error", "internal")
+    failed("The analysis was cancelled by an operator. Use Re-analyse", "cancelled")
+    failed("Could not read the file: old", "input", minutes=90)  # outside the window
+    failed("Could not read the file: gone", "input", deleted_at=now)  # soft-deleted
+
+    panel = dashboard.failure_reasons(now, WINDOW, limit=2)
+
+    assert panel["total"] == 6
+    assert [(r["reason"], r["failure_kind"], r["n"]) for r in panel["rows"]] == [
+        ("Could not read the file", "input", 3),
+        ("The analysis stopped because of an internal error", "internal", 2),
+    ]
+    assert panel["rows"][0]["kind_label"] == "Unusable input"
+    assert panel["more"] == 1
+
+    content = staff_client.get(reverse(DASHBOARD)).content.decode()
+    assert 'id="card-failed-n">6<' in content
+    assert 'id="failed-reasons"' in content
+    assert "Cancelled by an operator" in content
+    # Each reason links to the failed jobs it counts.
+    link = re.search(r'href="([^"]*reason=Could%20not%20read%20the%20file[^"]*)"', content)
+    listed = staff_client.get(link.group(1).replace("&amp;", "&")).context["cl"]
+    assert listed.result_count == 3
+
+
+def test_the_panels_endpoint_returns_the_panels_alone(staff_client, place_job, now):
+    place_job(status=JobStatus.RUNNING, created=now - timedelta(minutes=1))
+    response = staff_client.get(reverse("admin:jobs_analysisjob_dashboard_panels"))
+    assert response.status_code == 200
+    assert "no-cache" in response["Cache-Control"]
+    content = response.content.decode()
+    assert 'id="card-inflight-n">1<' in content
+    assert "<html" not in content and "<body" not in content  # a fragment, not a page
+    assert 'id="dash-rendered"' in content
+
+
+def test_the_panels_endpoint_needs_the_dashboards_permission(client, user_client):
+    url = reverse("admin:jobs_analysisjob_dashboard_panels")
+    assert client.get(url).status_code == 302  # to the admin's sign-in
+    assert user_client.get(url).status_code == 302
+
+
+def test_the_page_links_its_controls_and_script(staff_client):
+    content = staff_client.get(reverse(DASHBOARD)).content.decode()
+    assert 'id="dash-pause"' in content and 'id="dash-interval"' in content
+    assert "acurio/dashboard.js" in content
+    assert reverse("admin:jobs_analysisjob_dashboard_panels") in content
+
+
 def test_in_flight_list_is_limited_and_says_so(place_job, now):
     for _ in range(4):
         place_job(status=JobStatus.QUEUED, created=now)
@@ -200,7 +296,7 @@ def test_dashboard_page_shows_the_ghost_split(staff_client, ghost_world, now):
 
 def test_sweeper_states_and_backstop_in_flight(heartbeat, now):
     heartbeat("a:1", tick_age=20, now=now, backstop_in_flight=True)
-    heartbeat("b:2", tick_age=100, now=now)  # missed 3 ticks of 30 s
+    heartbeat("b:2", tick_age=100, now=now)  # missed 3 ticks of 30 s: gone (killed?)
     heartbeat("c:3", tick_age=3600, now=now, stopped_at=now - timedelta(hours=1))
     heartbeat("d:4", tick_age=9 * 86400, now=now, stopped_at=now - timedelta(days=3))  # gone
     heartbeat("e:5", tick_age=90, now=now)  # exactly 3 ticks: still alive
@@ -208,7 +304,10 @@ def test_sweeper_states_and_backstop_in_flight(heartbeat, now):
     panel = dashboard.sweepers(now)
 
     states = {r["name"]: r["state"] for r in panel["rows"]}
-    assert states == {"a:1": "alive", "b:2": "stale", "c:3": "stopped", "e:5": "alive"}
+    assert states == {"a:1": "alive", "b:2": "gone", "c:3": "stopped", "e:5": "alive"}
+    # A gone row is deleted by the sweepers after EXPIRY_TICKS (20) of its ticks of silence.
+    b = next(r for r in panel["rows"] if r["name"] == "b:2")
+    assert b["expires_in"] == "8 min"  # 20 ticks of 30 s, less the 100 s gone: 500 s
     assert panel["alive"] == 2
     assert panel["banner"] is False
     assert panel["backstop_in_flight"] is True
@@ -287,10 +386,39 @@ def test_lag_without_events_is_a_dash(now):
 
 def test_dashboard_page_shows_the_counts(staff_client, events_world, now):
     content = staff_client.get(reverse(DASHBOARD)).content.decode()
-    assert 'id="events-recorded-hour">4<' in content
-    assert 'id="events-recorded-day">5<' in content
-    assert 'id="events-judged-day">3<' in content
+    assert re.search(r'id="events-recorded-hour" href="[^"]*">4<', content)
+    assert re.search(r'id="events-recorded-day" href="[^"]*">5<', content)
+    assert re.search(r'id="events-judged-day" href="[^"]*">3<', content)
     assert 'id="card-lag">30 s<' in content
+
+
+def test_each_counter_links_to_a_list_of_the_same_number(
+    staff_client, event, now, django_user_model
+):
+    """The sweeper-work counters and the events list they link to count the same rows."""
+    for minutes in (10, 70, 200):
+        event(RunEventKind.JUDGED, now - timedelta(minutes=minutes), sweeper="")
+    event(RunEventKind.RECORDED, now - timedelta(minutes=5), operator="olivia", sweeper="")
+    event(RunEventKind.RECORDED, now - timedelta(minutes=6))
+    event(RunEventKind.RECORDED, now - timedelta(hours=30))  # older than a day
+    content = staff_client.get(reverse(DASHBOARD)).content.decode()
+    checked = 0
+    for key in (
+        "judged-hour",
+        "judged-day",
+        "recorded-hour",
+        "recorded-day",
+        "manual-hour",
+        "manual-day",
+    ):
+        href, shown = re.search(rf'id="events-{key}" href="([^"]*)">(\d+)<', content).groups()
+        listed = staff_client.get(href.replace("&amp;", "&")).context["cl"]
+        assert listed.result_count == int(shown), key
+        checked += 1
+    assert checked == 6
+    counts = dashboard.event_counts(now)
+    assert (counts["judged"]["hour"], counts["judged"]["day"]) == (1, 3)
+    assert (counts["recorded"]["manual_hour"], counts["recorded"]["manual_day"]) == (1, 1)
 
 
 def test_percentile_rejects_a_fraction_outside_0_1():
@@ -445,9 +573,9 @@ def test_every_dashboard_query_on_a_big_table_can_be_served_by_an_index(
             for table in BIG_TABLES:
                 assert f"Seq Scan on {table}" not in plan, f"{sql}\n{plan}"
             checked += 1
-    # finished/ghosts/recorded per hour, in-flight counts + rows, ghost split + rows,
-    # events, lag, writers' totals + non-client rows
-    assert checked == 11
+    # finished/ghosts/recorded per hour, in-flight counts + rows, failure reasons, ghost
+    # split + rows, events, lag, writers' totals + non-client rows
+    assert checked == 12
 
 
 def test_small_axes_draw_only_whole_number_gridlines(now):
