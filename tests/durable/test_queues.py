@@ -1,0 +1,151 @@
+"""Queues: concurrency and rate limits that hold across workers (checked in the database with
+four worker processes), limits declared in code or settings, and which queues a worker serves."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs.durable import DefinitionError, Queue, Worker, start, start_many, status, task
+from jobs.durable import queues as queues_module
+from jobs.durable.models import Instance, QueueState
+from jobs.durable.queues import declared_queues, sync_queues
+from tests.durable.support import spawn_worker, wait_for
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
+
+HOLD = task("tests.durable.queue_steps.hold")
+
+
+@pytest.fixture
+def declare():
+    """Declare queues for one test (and forget them after it)."""
+    names = []
+
+    def declare(name, **limits):
+        names.append(name)
+        queue = Queue(name, **limits)
+        sync_queues(timezone.now(), [queue])
+        return queue
+
+    yield declare
+    for name in names:
+        queues_module._declared.pop(name, None)
+
+
+def test_queue_declarations_are_checked():
+    for limits, message in [
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": True}, "concurrency"),
+        ({"rate": (0, 1.0)}, "rate"),
+        ({"rate": (5, 0)}, "rate"),
+        ({"rate": 5}, "rate"),
+    ]:
+        with pytest.raises(DefinitionError, match=message):
+            Queue("bad", **limits)
+    with pytest.raises(DefinitionError, match="queue name"):
+        Queue("")
+
+
+def test_settings_declare_queues_too(settings):
+    settings.ACURIO_DURABLE_QUEUES = {"resolver": {"concurrency": 4, "rate": [10, 1.0]}}
+    queue = declared_queues()["resolver"]
+    assert (queue.concurrency, queue.rate) == (4, (10, 1.0))
+    queues_module._declared.pop("resolver", None)
+    sync_queues(timezone.now(), [queue])
+    row = QueueState.objects.get(name="resolver")
+    assert (row.concurrency, row.rate_count, row.rate_seconds, row.tokens) == (4, 10, 1.0, 10)
+
+
+def test_a_limited_queue_never_runs_more_than_its_concurrency(declare):
+    declare("small", concurrency=2)
+    start_many(HOLD, [{"queue": "small", "hold": 0} for _ in range(5)], queue="small")
+    worker = Worker(worker_id="w", chain=False)
+    first = worker.claim(limit=5)
+    assert len(first) == 2
+    assert worker.claim(limit=5) == []
+    worker.execute(first[0])
+    assert len(worker.claim(limit=5)) == 1  # one slot came free
+
+
+def test_a_rate_limited_queue_starts_no_more_than_its_rate(declare, clock):
+    declare("rated", rate=(2, 1.0))
+    start_many(HOLD, [{"queue": "rated", "hold": 0} for _ in range(6)], queue="rated")
+    worker = Worker(worker_id="w", chain=False)
+    assert len(worker.claim(limit=6)) == 2  # a full bucket
+    assert worker.claim(limit=6) == []
+    clock.shift(0.5)
+    assert len(worker.claim(limit=6)) == 1  # refilled at 2 a second
+    clock.shift(10)
+    assert len(worker.claim(limit=6)) == 2  # never more than the bucket holds
+
+
+def test_limited_queue_steps_are_not_chained_and_not_taken_by_the_plain_claim(declare):
+    declare("small", concurrency=1)
+    iid = start(HOLD >> HOLD, input={"queue": "small", "hold": 0}, queue="small")
+    worker = Worker(worker_id="w")  # chaining on
+    worker.drain()
+    assert status(iid) == "completed"
+    # Each step went through the queue's claim: none was inserted already claimed.
+    assert [note for *_, note in rows_with_notes()] == ["1", "1"]
+
+
+def rows_with_notes() -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT instance_id, tag, note FROM engine_rows ORDER BY id")
+        return cursor.fetchall()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_concurrency_holds_across_four_worker_processes(declare):
+    declare("limited", concurrency=3)
+    start_many(HOLD, [{"queue": "limited", "hold": 0.15} for _ in range(24)], queue="limited")
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        # The database's own view, independent of the workers: running leaves of the queue.
+        from django.db import connections
+
+        with connections["default"].cursor() as cursor:
+            while not stop.is_set():
+                cursor.execute(
+                    "SELECT count(*) FROM durable_step WHERE queue = 'limited'"
+                    " AND status = 'running' AND lease_expires_at IS NOT NULL"
+                )
+                seen.append(cursor.fetchone()[0])
+                stop.wait(0.01)
+        connections["default"].close()
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    workers = [spawn_worker("--concurrency", "2", "--poll-interval", "0.2") for _ in range(4)]
+    try:
+        wait_for(
+            lambda: not Instance.objects.unfinished().exists(), timeout=120, what="all instances"
+        )
+    finally:
+        stop.set()
+        sampler.join()
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        for proc in workers:
+            proc.communicate(timeout=30)
+    assert Instance.objects.filter(status="completed").count() == 24
+    counts = [int(note) for *_, note in rows_with_notes()]
+    assert len(counts) == 24
+    assert max(seen) <= 3 and max(counts) <= 3, (max(seen), max(counts))
+    # The limit was reached, not merely never approached: steps did run side by side.
+    assert max(seen + counts) >= 2
+    assert len({pid for pid in pids()}) >= 2
+
+
+def pids() -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT pid FROM engine_rows")
+        return [row[0] for row in cursor.fetchall()]
