@@ -202,6 +202,58 @@ def test_requeue_reports_a_job_that_cannot_be_requeued_and_continues(
     assert AnalysisJob.objects.filter(run_id=bad.run_id).count() == 1  # nothing half-made
 
 
+def test_requeue_refuses_a_job_that_failed_on_the_users_input_and_says_why(staff_client, make_job):
+    """The same file would fail the same way at once: no new job, and the operator reads the
+    reason; a job that failed on our side is re-queued beside it."""
+    bad_input = make_job(
+        status=JobStatus.FAILED,
+        error="The file is encrypted: remove its password and upload it again.",
+        failure_kind="input",
+    )
+    ours = make_job(
+        status=JobStatus.FAILED,
+        error="The analysis stopped because of an internal error, not because of your file.",
+        failure_kind="internal",
+    )
+
+    response = act(staff_client, "requeue_failed", bad_input, ours)
+
+    assert AnalysisJob.objects.filter(run_id=bad_input.run_id).count() == 1  # nothing new
+    new = AnalysisJob.objects.filter(run_id=ours.run_id).exclude(pk=ours.pk).get()
+    assert new.status == JobStatus.QUEUED
+    msgs = texts(response)
+    assert msgs[0] == f"Re-queued 1 failed job(s) as new job(s) #{new.pk}."
+    assert msgs[1] == (
+        f"Not re-queued: #{bad_input.pk} failed on the user's input (The file is encrypted: "
+        "remove its password and upload it again.). The same file would fail the same way;"
+        " the student must upload a new one."
+    )
+
+
+def test_a_requeued_failure_leaves_the_students_in_progress_list(make_job, user):
+    """The student's "In progress" list shows the new job's state, not the failure it
+    replaced (the old failed job is superseded by the newer job of its run)."""
+    from jobs import pipeline
+
+    failed = make_job(status=JobStatus.FAILED, error="internal", failure_kind="internal")
+    other = make_job(status=JobStatus.FAILED, error="internal", failure_kind="internal")
+    window = timedelta(days=1)
+    pending = AnalysisJob.objects.owned_by(user).unsaved_work(failed_within=window)
+    assert set(pending.values_list("pk", flat=True)) == {failed.pk, other.pk}
+
+    new = pipeline.requeue(failed)
+
+    pending = AnalysisJob.objects.owned_by(user).unsaved_work(failed_within=window)
+    assert dict(pending.values_list("pk", "status")) == {
+        new.pk: JobStatus.QUEUED,
+        other.pk: JobStatus.FAILED,  # not re-queued: still the state of its run
+    }
+    # When the new job fails too, it is the one listed, once.
+    AnalysisJob.objects.get(pk=new.pk).fail("internal again", "internal")
+    pending = AnalysisJob.objects.owned_by(user).unsaved_work(failed_within=window)
+    assert set(pending.values_list("pk", flat=True)) == {new.pk, other.pk}
+
+
 # --- soft delete ---------------------------------------------------------------------------
 
 
