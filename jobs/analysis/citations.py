@@ -249,6 +249,8 @@ class _Vocabulary:
         self.lower: set[str] = set()
         for b in blocks:
             self.lower.update(w for w in re.findall(r"\b[a-zäöüß]+\b", b.text))
+        # "al" of "et al." is no evidence that "Al" is a word of the prose ("Al Fayez").
+        self.lower.discard("al")
         self.surnames: set[str] = set()
         self.multiword: set[str] = set()
         self._blocks: dict[tuple[str, str], list[str]] | None = None
@@ -337,6 +339,35 @@ def _protect(window: str, vocab: _Vocabulary) -> tuple[str, dict[str, str]]:
                 if fold(window[a:z].replace(words[k].group(), surname)) in vocab.particled:
                     done = k - i + 1
                     z = words[k].start() + len(surname)
+        if (
+            not done
+            and i + 1 < len(words)
+            and re.fullmatch(r"(?:Jr|Sr)\.?,?", words[i + 1].group())
+        ):
+            # "Jones Jr": a generational suffix belongs to the name before it.
+            done = 2
+            a = words[i].start()
+            z = words[i + 1].start() + len(words[i + 1].group().rstrip(","))
+        if not done and i + 1 < len(words):
+            # "Korkmaz, Debelec Butuner", "Gentleman and Temple Lang": after another author, a
+            # capitalised word the text does not use as a word elsewhere, before a surname of
+            # the list, belongs to that surname (a list printing given names first cannot say
+            # where a compound surname begins).
+            first, second = words[i].group(), words[i + 1].group()
+            second_bare = re.sub(r"[^\w'\u2019\-]+$", "", second)
+            if (
+                first[:1].isupper()
+                and re.fullmatch(r"[^\W\d_][\w'\u2019\-]+", first)
+                and fold(first) not in vocab.surnames
+                and not vocab.is_prose(first)
+                and second_bare[:1].isupper()
+                and fold(second_bare) in vocab.surnames
+                and window[words[i].end() : words[i + 1].start()] == " "
+                # Only after another author: "Gemäß Frank (2024)" opens with a German noun.
+                and re.search(r"(?:,|\band|&|\bund)\s+$", window[: words[i].start()])
+            ):
+                done = 2
+                a, z = words[i].start(), words[i + 1].start() + len(second_bare)
         if done:
             token = re.sub(r"[^\w'\u2019\-]", "_", window[a:z])
             out[a:z] = token
@@ -442,9 +473,11 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
             drop_first()
     # "BEP, Martilli, Clappier and Rotach (2002)": a leading word the reference list does not
     # know, before one it knows, is prose (here the name of a scheme).
-    # A misspelt first author ("Perton & Furnon") is a name all the same.
+    # A misspelt first author ("Perton & Furnon") is a name all the same, and so is one the
+    # list lacks in an author pair ("Schumacher/Frank"): only a comma sets the word apart.
     while (
         len(names) > 1
+        and _comma_after_first(chain, names[0])
         and vocab.surnames
         and fold(_bare(text_of(names[0]))) not in vocab.surnames
         and fold(_bare(text_of(names[1]))) in vocab.surnames
@@ -463,7 +496,7 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
                 start = len(before) - len(" ".join(words[-k:]))
                 names[0] = cand
                 break
-    names = [_bare(text_of(n)) for n in names]
+    names = [re.sub(r"\s+(?:Jr|Sr)\.?$", "", _bare(text_of(n))) for n in names]
     if len(names) == 1:
         # A possessive ("Porter\u2019s (1985) value chain") cites Porter.
         names[0] = re.sub(r"(?<=\w)['\u2019]s?$", "", names[0])
@@ -471,6 +504,12 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
         if f in _DOCUMENT_NOUNS and f not in vocab.surnames:
             return None
     return offset + start, names, etal
+
+
+def _comma_after_first(chain: str, first: str) -> bool:
+    """Whether the first name of ``chain`` is followed by a bare comma (not "&", "and", "/")."""
+    conn = re.match(_CONN, chain[len(first) :])
+    return bool(conn and re.fullmatch(r"\s*,\s*", conn.group()))
 
 
 def _year_key(
@@ -745,7 +784,8 @@ _COUNTED = re.compile(
     r"line|lines|item|items|type|stage|wave|round|grade|class|case|cases|sample|experiment|part|"
     r"no|nr|number|id|run|trial|scenario|option|rule|point|points|question|task|unit|module|"
     r"abb|abbildung|tabelle|kapitel|schritt|seite|gleichung|ages|of|to|than|about|approximately|"
-    r"ca|around|over|under|least|most|top|first|last|only|nearly|almost|some|all)\.?|[=<>\u00b1~\u00d7+*/^#$\u20ac\u00a3])"
+    r"ca|around|over|under|least|most|top|first|last|only|nearly|almost|some|all|is|are|was|were|"
+    r"be|equals|default|set|value|values|size|max|min|maximum|minimum)\.?|[=<>\u00b1~\u00d7+*/^#$\u20ac\u00a3])"
     r"\s*$",
     re.IGNORECASE,
 )

@@ -125,10 +125,13 @@ class Index:
                 self.by_author[name].append(r.index)
 
     def lookup(self, author: str) -> list[str]:
-        """The keys a cited surname may be listed under: as cited, then without particles."""
+        """The keys a cited surname may be listed under: as cited, without particles, and by
+        its last word."""
         a = fold(author)
-        bare = strip_particles(a)
-        return [a] if bare == a else [a, bare]
+        keys = [a, strip_particles(a)]
+        # "Temple Lang" cited, "Lang" read from a given-name-first list ("Duncan Temple Lang").
+        keys.append(a.split()[-1] if a.split() else a)
+        return list(dict.fromkeys(keys))
 
     def near(self, author: str, base: str) -> list[int]:
         """Entries of year ``base`` (or of no year) whose first author is a small edit away
@@ -304,10 +307,12 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
         undated = [i for i in listed if not split_year(refs[i].year)[0]] if base else []
         if undated:
             return _undated_verdict(key, refs, undated, suffix, author)
-        # The entries of other years are not what the marker cites, so they stay uncited.
+        # The entry meant is the one whose authors the marker names, when only one fits: it
+        # is cited, with the wrong year. Otherwise no entry can be told to be the one meant.
+        fitting = [i for i in listed if _fits(key, refs[i])]
         return (
             "year_mismatch",
-            [],
+            fitting if len(fitting) == 1 else [],
             f"{author} is listed for {_years(refs, listed)}, not {year or 'n.d.'}",
         )
     near = index.near(author, base)

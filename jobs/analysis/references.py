@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from .blocks import Block
-from .styles import apa, german, parse_entry
+from .styles import apa, chicago, german, parse_entry
 from .styles.base import ANY_YEAR as _ANY_YEAR
 
 _HEADING = re.compile(
@@ -202,7 +202,12 @@ def parse_references(
         if not _looks_like_entry(b.text) and len(b.text) < 40:
             continue  # stray furniture such as a lone page label
         for entry in _entries_of(b):
-            refs.append(parse_reference(len(refs), entry, numbered))
+            ref = parse_reference(len(refs), entry, numbered)
+            if refs and not ref.authors and chicago.REPEATED.match(_NUMBER.sub("", entry.text)):
+                # "———. 2017b. Title.": the same authors as the entry before (Chicago, MLA).
+                ref.authors = list(refs[-1].authors)
+                ref.aliases = list(refs[-1].aliases)
+            refs.append(ref)
     cut = _notes_after(refs)
     if cut is not None:
         refs = refs[:cut]

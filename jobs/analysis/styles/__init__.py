@@ -1,6 +1,6 @@
 """The citation styles Acurio reads, one module each, and the detection of a document's style.
 
-Each module (``apa``, ``harvard``, ``german``, ``ieee``, ``vancouver``) exports ``STYLE``: its
+Each module (``apa``, ``harvard``, ``german``, ``chicago``, ``ieee``, ``vancouver``) exports ``STYLE``: its
 name, whether its markers are numbers, and the grammar of its reference entries; its marker
 forms and detection cues are module constants used here and by ``citations``. Adding a style is
 adding a module and naming it in ``_MODULES``.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 
 from ..blocks import Block
-from . import apa, german, harvard, ieee, vancouver
+from . import apa, chicago, german, harvard, ieee, vancouver
 from .base import NAME, YEAR, Entry, EntryLike, Style
 
-_MODULES = (apa, harvard, german, ieee, vancouver)
+_MODULES = (apa, harvard, german, chicago, ieee, vancouver)
 REGISTRY: dict[str, Style] = {m.STYLE.name: m.STYLE for m in _MODULES}
 STYLES: tuple[str, ...] = tuple(REGISTRY)
 NUMERIC: tuple[str, ...] = tuple(name for name, s in REGISTRY.items() if s.numeric)
@@ -67,6 +67,7 @@ def detect_style(body: list[Block], refs: list[EntryLike], numeric: bool | None 
     ref_colon_year = sum(1 for r in refs if apa.COLON_YEAR.search(r.text[:300]))
     # DIN 1505-2 entries: "MÜLLER, HANS ; WEBER, ANNA: Titel ..." (no year before the colon).
     ref_din = sum(1 for r in refs if german.parse_entry(r.text) is not None)
+    ref_chicago = sum(1 for r in refs if chicago.parse_entry(r.text) is not None)
     ref_quoted = sum(1 for r in refs if apa.QUOTED_AFTER_YEAR.search(r.text[:300]))
     author_year = ay_comma + ay_plain
     numbers = brackets + parens_num + sups
@@ -85,6 +86,8 @@ def detect_style(body: list[Block], refs: list[EntryLike], numeric: bool | None 
         or ref_din > 0.5 * n_refs
     ):
         return "german"
+    if ref_chicago > 0.5 * n_refs and ay_plain >= ay_comma:
+        return "chicago"
     if ay_comma > ay_plain or (ref_quoted < 0.2 * n_refs and ay_comma >= 0.5 * ay_plain):
         return "apa"
     return "harvard"
