@@ -2,36 +2,70 @@
 
 The list filters by status, label and owner and never counts the whole table
 (``show_full_result_count = False``); it defers the JSON columns (graph, input, result), which
-may be large, since no list column needs them. The instance page draws the stored graph as
-nested boxes coloured by each node's state (``explain()``'s data: one query for the instance,
-one for its steps), server-rendered, no JavaScript, and lists the instance's open waits (until
-when, for which signal: ``inspection.waits()``, one query).
+may be large, since no list column needs them.
 
-Actions: *cancel* and *signal* (an intermediate page asks for the signal's name and JSON data).
-They need the ``durable.change_instance`` permission (the page itself stays read-only) and act
-only on instances the user may see (staff: all).
+The instance page leads with what an operator came for: its controls (*Cancel*, *Send a
+signal*, and *Resume* / *Retry* when the engine offers them — ``jobs.durable`` exports the
+verb), then the stored graph as nested boxes coloured by each node's state (``explain()``'s
+data: one query for the instance, one for its steps), the steps' errors, and the open waits
+(``inspection.waits()``); the instance's fields follow. Server-rendered, no JavaScript, its
+stylesheet in ``static/durable/admin.css`` (the site's Content-Security-Policy allows no
+inline style). *Delete* is offered only for finished instances: deleting a running one would
+pull its steps from under a worker.
+
+The controls post to ``<id>/control/``; list actions do the same for a selection (the signal
+action asks for the name and JSON data on an intermediate page). They need the
+``durable.change_instance`` permission (the fields stay read-only) and act only on instances
+the user may see (staff: all).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.template.loader import render_to_string
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.utils.html import format_html, format_html_join
+from django.urls import path, reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+import jobs.durable as durable_api
 from jobs.durable.api import cancel, signal
 from jobs.durable.errors import DurableError
 from jobs.durable.graph import NAME_RE, iter_spec
 from jobs.durable.inspection import explain, waits
-from jobs.durable.models import Instance
+from jobs.durable.models import INSTANCE_FINISHED, Instance, InstanceStatus
 from jobs.durable.permissions import can_see
+
+# Verbs the instance page offers when the engine exports them (``jobs.durable.<verb>(id)``):
+# the button, what the message says after it, the statuses they apply to.
+OPTIONAL_VERBS = {
+    "resume": ("Resume", "Resumed", (InstanceStatus.FAILED, InstanceStatus.CANCELLED)),
+    "retry": ("Retry", "Retried", (InstanceStatus.FAILED,)),
+}
+
+
+def offered_verbs() -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """The optional verbs this engine offers: the ones ``jobs.durable`` exports."""
+    return {verb: spec for verb, spec in OPTIONAL_VERBS.items() if verb in durable_api.__all__}
+
+
+def step_errors(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of an explained graph that carries an error, in graph order."""
+    found = []
+    if node.get("error"):
+        found.append(node)
+    for child in node.get("children", ()):
+        found.extend(step_errors(child))
+    return found
 
 
 class SignalForm(forms.Form):
@@ -79,10 +113,11 @@ class InstanceAdmin(admin.ModelAdmin):
         "finished_at",
         "input_json",
         "result_json",
-        "waits_view",
-        "graph_view",
     )
     readonly_fields = fields
+    # The controls, the graph and the waits come first (durable/instance_change_form.html).
+    change_form_template = "durable/instance_change_form.html"
+    change_list_template = "durable/instance_change_list.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Instance]:
         qs = super().get_queryset(request)
@@ -98,6 +133,14 @@ class InstanceAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         # Read-only page: viewing needs the view permission only.
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Only a finished instance may be deleted: a running one's steps may be in a worker's
+        # hands. Without an object (the list's bulk delete) nothing is offered: purge() is the
+        # tool for many.
+        if obj is None or not obj.finished:
+            return False
+        return super().has_delete_permission(request, obj)
 
     @admin.display(description="id", ordering="id")
     def short_id(self, obj: Instance) -> str:
@@ -117,35 +160,92 @@ class InstanceAdmin(admin.ModelAdmin):
     def result_json(self, obj: Instance) -> SafeString:
         return format_html("<pre>{}</pre>", json.dumps(obj.result, indent=2, ensure_ascii=False))
 
-    @admin.display(description="graph")
-    def graph_view(self, obj: Instance) -> SafeString:
-        return render_to_string("durable/graph.html", {"explained": explain(obj.id)})
+    # --- the instance page -----------------------------------------------------------------
 
-    @admin.display(description="waits")
-    def waits_view(self, obj: Instance) -> SafeString:
-        open_waits = waits(obj.id)
-        if not open_waits:
-            return format_html("<span>{}</span>", "none")
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            (
-                (
-                    w["label"],
-                    w["signal"] or "its time",
-                    w["until"].isoformat(sep=" ", timespec="seconds")
-                    if w["until"]
-                    else "no timeout",
-                    "received, waiting for a worker" if w["signalled"] else "",
-                )
-                for w in open_waits
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict | None = None,
+    ) -> HttpResponse:
+        instance = self.get_object(request, unquote(object_id))
+        if instance is not None and self.has_view_permission(request, instance):
+            extra_context = {**(extra_context or {}), **self.page_context(request, instance)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def page_context(self, request: HttpRequest, instance: Instance) -> dict[str, Any]:
+        """The page's controls, graph, step errors and waits (three small queries)."""
+        explained = explain(instance.id)
+        open_waits = waits(instance.id)
+        awaited = next((w["signal"] for w in open_waits if w["signal"]), "")
+        control = self.has_control_permission(request) and can_see(request.user, instance.owner_id)
+        finished = instance.status in INSTANCE_FINISHED
+        verbs = [
+            {"verb": verb, "label": label}
+            for verb, (label, _done, statuses) in offered_verbs().items()
+            if instance.status in statuses
+        ]
+        return {
+            "explained": explained,
+            "step_errors": step_errors(explained["graph"]),
+            "open_waits": open_waits,
+            "control": control,
+            "can_cancel": control and not finished,
+            "can_signal": control and not finished,
+            "verbs": verbs if control else [],
+            "signal_form": SignalForm(initial={"name": awaited}, auto_id="signal_%s"),
+            "control_url": reverse("admin:durable_instance_control", args=[quote(instance.pk)]),
+        }
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/control/",
+                self.admin_site.admin_view(self.control_view),
+                name="durable_instance_control",
             ),
-        )
-        return format_html(
-            "<table><thead><tr><th>step</th><th>waits for</th><th>until</th><th>signal</th>"
-            "</tr></thead><tbody>{}</tbody></table>",
-            rows,
-        )
+            *super().get_urls(),
+        ]
+
+    def control_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The instance page's buttons: cancel, signal, or an optional verb; back to the page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        instance = self.get_object(request, unquote(object_id))
+        if instance is None:
+            raise Http404("no such workflow instance")
+        if not (self.has_control_permission(request) and can_see(request.user, instance.owner_id)):
+            raise PermissionDenied
+        verb = request.POST.get("verb", "")
+        optional = offered_verbs()
+        if verb == "cancel":
+            if cancel(instance.id):
+                self.message_user(request, f"Cancelled {instance}.", messages.SUCCESS)
+            else:
+                self.message_user(
+                    request, "It had already finished; left as it was.", messages.WARNING
+                )
+        elif verb == "signal":
+            form = SignalForm(request.POST)
+            if form.is_valid():
+                self._send_signals(request, [instance], form.cleaned_data)
+            else:
+                problems = "; ".join(
+                    f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()
+                )
+                self.message_user(request, f"No signal sent: {problems}", messages.ERROR)
+        elif verb in optional:
+            label, done, _statuses = optional[verb]
+            try:
+                getattr(durable_api, verb)(instance.id)
+            except DurableError as exc:
+                self.message_user(request, f"{label} refused: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{done} {instance}.", messages.SUCCESS)
+        else:
+            self.message_user(request, f"Unknown action {verb!r}: nothing done.", messages.ERROR)
+        return redirect("admin:durable_instance_change", quote(instance.pk))
 
     # --- actions --------------------------------------------------------------------------------
     def has_control_permission(self, request: HttpRequest) -> bool:
