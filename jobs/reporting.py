@@ -39,7 +39,7 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     (
         "year_mismatch",
         "Year mismatch",
-        "⏱",
+        "≠",
         "The author is in the reference list, but with another year.",
     ),
     (
