@@ -19,7 +19,7 @@ import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.durable import launch, statements
+from jobs.durable import launch, lifecycle, statements
 from jobs.durable.engine import Txn, load_graph
 from jobs.durable.errors import (
     DefinitionError,
@@ -221,12 +221,18 @@ def error(instance_id: uuid.UUID | str) -> str:
     return Instance.objects.find(instance_id).error
 
 
-def cancel(instance_id: uuid.UUID | str) -> bool:
+def cancel(instance_id: uuid.UUID | str | None = None, **filters: Any) -> bool | int:
     """Cancel an unfinished instance: its unfinished steps never run (or never checkpoint).
 
     Returns False when the instance had already finished. The on_failure hook is called with
-    the error ``"cancelled"``.
+    the error ``"cancelled"``. Without an id, cancel every unfinished instance matching the
+    filters (``label``, ``owner``, ``queue``, ``status``, ``created_before``, ``user``) in
+    batches and return how many (:func:`jobs.durable.lifecycle.cancel_where`).
     """
+    if instance_id is None:
+        return lifecycle.cancel_where(**filters)
+    if filters:
+        raise TypeError("cancel() takes an instance id or filters, not both")
     pk = parse_instance_id(instance_id)
     with transaction.atomic():
         if not Instance.objects.filter(pk=pk).exists():

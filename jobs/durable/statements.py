@@ -474,3 +474,67 @@ NODES_DONE = (
     f"SELECT count(DISTINCT node_id) FROM {STEP} WHERE instance_id = %s"
     " AND status = 'completed' AND node_id = ANY(%s)"
 )
+
+
+# --- resume, fork, purge, cancel by filter (jobs.durable.lifecycle) ---------------------------
+# A failed or cancelled leaf step back to ready, due now, with a fresh retry budget on top of
+# the attempts used (attempts stays: it is the claim token). Primary key.
+REOPEN_LEAF = (
+    f"UPDATE {STEP} SET status = 'ready', max_attempts = attempts + %s, run_at = %s,"
+    " error = '', finished_at = NULL, lease_owner = '', lease_expires_at = NULL, crashes = 0"
+    " WHERE id = %s AND status IN ('failed', 'cancelled')"
+)
+
+# Failed or cancelled composite steps back to running (their counters still count the
+# children left). Primary keys.
+REOPEN_COMPOSITES = (
+    f"UPDATE {STEP} SET status = 'running', error = '', finished_at = NULL"
+    " WHERE id = ANY(%s) AND status IN ('failed', 'cancelled')"
+)
+
+# A resumed instance runs again (``pending`` if it never started). Primary key.
+REOPEN_INSTANCE = (
+    f"UPDATE {INSTANCE} SET error = '', result = NULL, finished_at = NULL,"
+    " status = CASE WHEN started_at IS NULL THEN 'pending' ELSE 'running' END"
+    " WHERE id = %s AND status IN ('failed', 'cancelled')"
+)
+
+# A forked instance's ready leaf taken for a replayed checkpoint: claimed (the checkpoint's
+# fence needs a claim token) by no worker. Primary key.
+CLAIM_FOR_REPLAY = (
+    f"UPDATE {STEP} SET status = 'running', attempts = attempts + 1, started_at = %s"
+    " WHERE id = %s AND status = 'ready' RETURNING attempts"
+)
+
+# Delete one batch of instances that finished before a cutoff, oldest first; their steps and
+# signals (and child instances) go by ON DELETE CASCADE. Rows locked by another transaction
+# (a purge running elsewhere) are skipped. durable_inst_finished; the cascades walk
+# durable_step_key and durable_inst_parent. The LIMIT is written into the text (purge_sql).
+_PURGE = (
+    f"DELETE FROM {INSTANCE} WHERE id IN (SELECT id FROM {INSTANCE}"
+    " WHERE finished_at < %s AND status = ANY(%s) ORDER BY finished_at"
+    " LIMIT {limit:d} FOR UPDATE SKIP LOCKED)"
+)
+
+
+@functools.cache
+def purge_sql(batch: int) -> str:
+    return _PURGE.format(limit=int(batch))
+
+
+# Cancel a batch of unfinished instances (locked by the caller) and return the ids and hooks
+# of those it cancelled. Primary keys.
+CANCEL_INSTANCES = (
+    f"WITH fin AS (UPDATE {INSTANCE} SET status = 'cancelled', error = 'cancelled',"
+    " finished_at = %s WHERE id = ANY(%s) AND status IN ('pending', 'running')"
+    " RETURNING id, on_failure)"
+    f" SELECT fin.id, fin.on_failure, {_NOTIFY_FINISHED} FROM fin"
+)
+
+# Cancel the unfinished steps of many instances: their workers' checkpoints are fenced off.
+# durable_step_key (instance first).
+CANCEL_STEPS_OF = (
+    f"UPDATE {STEP} SET status = 'cancelled', finished_at = %s,"
+    " lease_owner = '', lease_expires_at = NULL"
+    " WHERE instance_id = ANY(%s) AND status IN ('ready', 'running')"
+)

@@ -1,0 +1,268 @@
+"""Instances after the fact: resume, fork, purge and cancel by filter.
+
+* :func:`resume` — a failed or cancelled instance runs again from where it stopped: every
+  failed or cancelled step not below a completed one (a race's losers, a broken loop's body
+  stay as they are) goes back to ready (leaves, with a fresh retry budget) or running
+  (composites, whose counters still count the children left); completed checkpoints stay.
+* :func:`fork` — a new instance of the same graph and input that reuses the original's
+  checkpoints up to a step: the new instance is activated as usual, and each ready leaf whose
+  key the original completed before that step was activated is checkpointed at once with the
+  original's output, so the graph advances through the kinds' own logic (counters, joins,
+  named results) until it reaches that step, which runs anew.
+* :func:`purge` — delete finished instances (their steps, signals and child instances go
+  with them: ``ON DELETE CASCADE`` in the database), in batches of short transactions.
+* :func:`cancel_where` — cancel every unfinished instance matching a filter, in batches: one
+  statement per batch for the instances, one for their steps, the hooks in the same
+  transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from jobs.durable import launch, statements
+from jobs.durable.db import decode_json
+from jobs.durable.engine import Txn, _max_attempts, load_graph
+from jobs.durable.errors import DefinitionError, DurableError, InstanceNotFound
+from jobs.durable.kinds import get_kind
+from jobs.durable.models import (
+    INSTANCE_FINISHED,
+    Instance,
+    InstanceStatus,
+    Step,
+    parse_instance_id,
+)
+from jobs.durable.state import STEP_FIELDS, StepRow
+
+PURGE_BATCH = 500
+CANCEL_BATCH = 500
+
+
+class NotResumable(DurableError):
+    """resume() of an instance that did not fail and was not cancelled."""
+
+
+# --- resume -----------------------------------------------------------------------------------
+def resume(instance_id: uuid.UUID | str) -> bool:
+    """Run a failed or cancelled instance again from its failed (and cancelled) steps.
+
+    Completed checkpoints are kept and not run again. Joins the caller's transaction. Returns
+    True once the instance is running again; NotResumable for an instance that completed or
+    is still unfinished, InstanceNotFound for none.
+    """
+    pk = parse_instance_id(instance_id)
+    now = timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(statements.LOCK_INSTANCE_FOR_SIGNAL, [pk])
+            row = cursor.fetchone()
+        if row is None:
+            raise InstanceNotFound(f"no workflow instance {pk}")
+        if row[0] not in (InstanceStatus.FAILED, InstanceStatus.CANCELLED):
+            raise NotResumable(
+                f"workflow instance {pk} is {row[0]}: only a failed or cancelled one resumes"
+            )
+        graph = load_graph(pk)
+        steps = list(
+            Step.objects.of_instance(pk).values_list("id", "parent_id", "status", "node_id")
+        )
+        by_id = {s[0]: s for s in steps}
+
+        def reopens(step_id: int) -> bool:
+            # A failed/cancelled step reopens unless an ancestor completed (that part of the
+            # graph is decided: a race's loser, a loop body after its Break).
+            parent_id = by_id[step_id][1]
+            while parent_id is not None:
+                if by_id[parent_id][2] == "completed":
+                    return False
+                parent_id = by_id[parent_id][1]
+            return True
+
+        leaves, composites = [], []
+        for step_id, _parent, state, node_id in steps:
+            if state not in ("failed", "cancelled") or not reopens(step_id):
+                continue
+            node = graph.nodes[node_id]
+            if get_kind(node["kind"]).leaf:
+                leaves.append((step_id, _max_attempts(node)))
+            else:
+                composites.append(step_id)
+        if not leaves and not composites:
+            raise NotResumable(f"workflow instance {pk} has no failed or cancelled step to rerun")
+        with connection.cursor() as cursor:
+            for step_id, budget in leaves:
+                cursor.execute(statements.REOPEN_LEAF, [budget, now, step_id])
+            if composites:
+                cursor.execute(statements.REOPEN_COMPOSITES, [composites])
+            cursor.execute(statements.REOPEN_INSTANCE, [pk])
+            cursor.execute(statements.NOTIFY)
+    return True
+
+
+# --- fork -------------------------------------------------------------------------------------
+def fork(instance_id: uuid.UUID | str, *, from_step: str, label: str | None = None) -> uuid.UUID:
+    """Start a new instance of the same graph and input that reuses the original's completed
+    checkpoints up to the step ``from_step`` (a result name given with ``.as_()``, or a
+    task's function name), which runs anew, and everything after it. Joins the caller's
+    transaction; returns the new instance's id."""
+    pk = parse_instance_id(instance_id)
+    original = Instance.objects.find(pk)
+    spec = decode_json(original.graph)
+    graph = load_graph(pk)
+    node_ids = [
+        n["id"]
+        for n in graph.nodes.values()
+        if n.get("name") == from_step
+        or (n["kind"] == "task" and n.get("path", "").rsplit(".", 1)[-1] == from_step)
+    ]
+    if not node_ids:
+        raise DefinitionError(f"workflow instance {pk} has no step named {from_step!r}")
+    first = Step.objects.of_instance(pk).filter(node_id__in=node_ids).order_by("id").first()
+    if first is None:
+        raise DefinitionError(
+            f"step {from_step!r} of workflow instance {pk} never started: nothing to fork from"
+        )
+    reusable = {
+        key: output
+        for key, output in Step.objects.of_instance(pk)
+        .filter(status="completed", id__lt=first.id, finished_at__lte=first.created_at)
+        .exclude(node_id__in=node_ids)
+        .values_list("key", "output")
+    }
+    options = launch.StartOptions(
+        spec=spec,
+        label=original.label if label is None else label,
+        owner_id=original.owner_id,
+        on_failure=original.on_failure,
+        queue=original.queue,
+        priority=original.priority,
+        run_at=None,
+        forked_from=pk,
+    )
+    with transaction.atomic():
+        new_pk = launch.create(options, [original.input])[0]
+        replay(new_pk, reusable)
+    return new_pk
+
+
+def replay(instance_id: uuid.UUID, outputs: dict[str, Any]) -> int:
+    """Checkpoint the instance's ready leaves whose keys are in ``outputs`` with those
+    outputs, again and again as the graph advances; returns how many."""
+    done = 0
+    now = timezone.now()
+    while True:
+        rows = list(
+            Step.objects.of_instance(instance_id)
+            .filter(status="ready", key__in=list(outputs))
+            .order_by("id")
+            .values_list(*STEP_FIELDS)
+        )
+        if not rows:
+            return done
+        for row in rows:
+            step = StepRow.from_row(row)
+            with connection.cursor() as cursor:
+                cursor.execute(statements.CLAIM_FOR_REPLAY, [now, step.id])
+                step.attempts = cursor.fetchone()[0]
+            step.status = "running"
+            txn = Txn(load_graph(instance_id), now)
+            txn.checkpoint(step, outputs[step.key])
+            txn.flush()
+            done += 1
+
+
+# --- purge ------------------------------------------------------------------------------------
+def purge(
+    *,
+    older_than: timedelta,
+    status: str | list[str] | None = None,
+    batch: int = PURGE_BATCH,
+    now: datetime | None = None,
+) -> int:
+    """Delete instances that finished more than ``older_than`` ago (only those of ``status``,
+    a finished status or a list of them, if given), ``batch`` rows per short transaction;
+    steps, signals and child instances go with them. Returns how many instances went."""
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise ValueError("older_than must be a timedelta >= 0")
+    statuses = list(INSTANCE_FINISHED) if status is None else (
+        [status] if isinstance(status, str) else list(status)
+    )  # fmt: skip
+    unknown = sorted(set(statuses) - set(INSTANCE_FINISHED))
+    if unknown:
+        raise ValueError(
+            f"purge() takes finished statuses only ({', '.join(INSTANCE_FINISHED)}),"
+            f" not {', '.join(unknown)}"
+        )
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    cutoff = (now or timezone.now()) - older_than
+    total = 0
+    while True:
+        # Each batch is its own transaction, so no lock outlives one batch.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statements.purge_sql(batch), [cutoff, statuses])
+            deleted = cursor.rowcount
+        total += deleted
+        # Until a batch finds nothing: a short batch may only have skipped locked rows.
+        if deleted == 0:
+            return total
+
+
+# --- cancel by filter -------------------------------------------------------------------------
+def cancel_where(
+    *,
+    label: str | None = None,
+    owner: Any = None,
+    queue: str | None = None,
+    status: str | None = None,
+    created_before: datetime | None = None,
+    user: Any = None,
+    batch: int = CANCEL_BATCH,
+) -> int:
+    """Cancel every unfinished instance matching all the filters given; returns how many.
+
+    At least one filter is required. ``user`` restricts to what that user may control (staff
+    everything, others their own). Batches of short transactions: one statement cancels a
+    batch's instances, one their unfinished steps; on_failure hooks run in the same
+    transaction, as with ``cancel()``."""
+    if all(v is None for v in (label, owner, queue, status, created_before)):
+        raise ValueError("cancel by filter needs at least one filter")
+    if status is not None and status not in ("pending", "running"):
+        raise ValueError("only pending or running instances can be cancelled")
+    qs = Instance.objects.unfinished()
+    if label is not None:
+        qs = qs.filter(label=label)
+    if owner is not None:
+        qs = qs.filter(owner=owner)
+    if queue is not None:
+        qs = qs.filter(queue=queue)
+    if status is not None:
+        qs = qs.filter(status=status)
+    if created_before is not None:
+        qs = qs.filter(created_at__lt=created_before)
+    if user is not None:
+        qs = qs.visible_to(user)
+    total = 0
+    while True:
+        now = timezone.now()
+        with transaction.atomic():
+            ids = list(
+                qs.order_by("created_at")
+                .select_for_update(skip_locked=True)
+                .values_list("id", flat=True)[:batch]
+            )
+            if not ids:
+                return total
+            with connection.cursor() as cursor:
+                cursor.execute(statements.CANCEL_INSTANCES, [now, ids])
+                cancelled = cursor.fetchall()
+                cursor.execute(statements.CANCEL_STEPS_OF, [now, [row[0] for row in cancelled]])
+            for pk, hook, _ in cancelled:
+                if hook:
+                    Txn(load_graph(pk), now).call_on_failure("cancelled")
+        total += len(cancelled)
