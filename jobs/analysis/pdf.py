@@ -105,8 +105,24 @@ def _page_lines(
     return runs_to_lines(items, page_no), float(box.width), float(box.height)
 
 
+def _glyph_width(items: list[tuple[float, float, float, str]]) -> float:
+    """The page's mean glyph width in ems, measured between runs that follow on one line.
+
+    Only where a run starts tells its width; a line's end is estimated from its last run's
+    glyph count, so the estimate is calibrated on the page's own font (half an em otherwise).
+    """
+    dx = chars = 0.0
+    for a, b in itertools.pairwise(items):
+        n = len(a[3])
+        if n >= 3 and abs(a[1] - b[1]) < 0.1 and a[2] == b[2] and 0 < b[0] - a[0] < n * a[2]:
+            dx += b[0] - a[0]
+            chars += n * a[2]
+    return dx / chars if chars >= 200 else 0.5
+
+
 def runs_to_lines(items: list[tuple[float, float, float, str]], page_no: int = 0) -> list[Line]:
     """One page's text runs ``(x, y, size, text)``, in content order, as lines."""
+    em = _glyph_width(items)
     lines: list[Line] = []
     cur: list[tuple[float, float, float, str]] = []
 
@@ -117,7 +133,7 @@ def runs_to_lines(items: list[tuple[float, float, float, str]], page_no: int = 0
         if text:
             size = _line_size(cur)
             last = cur[-1]
-            x1 = last[0] + len(last[3].rstrip()) * last[2] * 0.5
+            x1 = last[0] + len(last[3].rstrip()) * last[2] * em
             lines.append(Line(page_no, cur[0][0], cur[0][1], size, text, x1))
         cur.clear()
 
@@ -521,6 +537,13 @@ def _joins(
         kind, low = kinds.get(line.region, ("flat", 0.0))
         if kind == "hanging":
             return b.rel_x > low + 2
+    kind_b, low_b = kinds.get(b.region, ("flat", 0.0))
+    if kind_b == "indent":
+        return b.rel_x <= low_b + 2  # an indented line opens a paragraph
+    if kinds.get(a.region, ("flat", 0.0))[0] == "flat" and kind_b == "flat":
+        # Both sides set flush: only the content can tell (the page's indents elsewhere,
+        # in captions or lists, say nothing about these lines).
+        return not _entry_ends(a, b, rights.get((a.page, a.column), col_right), page_break=True)
     kind = layouts.get((b.page, b.size), "flat")
     if kind == "hanging":
         return b.high
