@@ -66,6 +66,16 @@ class Context:
         self._cache[name] = value
         return value
 
+    def stopped(self) -> bool:
+        """True when this step no longer runs under this attempt's claim (its instance was
+        cancelled or failed, or its lease recovered): long work may give up then. One
+        primary-key read, on the worker's connection."""
+        if self.step_id is None:
+            return False
+        with connection.cursor() as cursor:
+            cursor.execute(statements.STEP_CLAIM_HELD, [self.step_id, self.attempt])
+            return cursor.fetchone() is None
+
     def __repr__(self) -> str:
         return f"<Context instance={self.instance_id} chunk_index={self.chunk_index}>"
 

@@ -197,7 +197,9 @@ class Txn:
                 self.graph.priority,
             ],
         )[0][0]
-        if due:
+        if due or (status == "ready" and run_at is not None):
+            # Due later (a timer, a delayed start): idle workers still wake, to sleep until
+            # exactly then rather than until their next poll.
             self.notify = True
         row = StepRow(
             step_id,
@@ -459,8 +461,9 @@ class Txn:
             cursor.execute(statements.RETRY_STEP, [error, run_at, step.id, step.attempts])
             if cursor.rowcount != 1:
                 return False
-        if delay <= 0:
-            self.notify = True
+        # Even a later retry wakes idle workers: they sleep until its time (a backoff below
+        # the poll interval is honoured to the millisecond).
+        self.notify = True
         return True
 
     def reschedule(self, step: StepRow, run_at: datetime | None, note: str) -> bool:
@@ -474,8 +477,8 @@ class Txn:
             cursor.execute(statements.RESCHEDULE_STEP, [run_at, note, step.id, step.attempts])
             if cursor.rowcount != 1:
                 return False
-        if run_at is not None and run_at <= self.now:
-            self.notify = True
+        if run_at is not None:
+            self.notify = True  # due now, or idle workers learn its time (see retry_step)
         return True
 
     def cancel_below(self, step: StepRow) -> int:

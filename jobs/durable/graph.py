@@ -130,7 +130,22 @@ class Task(Node):
         if not isinstance(path, str) or not PATH_RE.match(path):
             raise DefinitionError(f"task path {path!r} must be a dotted path like 'pkg.module.fn'")
         self.path = path
+        isolate = options.pop("isolate", False)
+        memory_mb = options.pop("memory_mb", None)
         self.opts = step_options(options)
+        if not isinstance(isolate, bool):
+            raise DefinitionError("isolate must be True or False")
+        if memory_mb is not None and not isolate:
+            raise DefinitionError("memory_mb applies to isolated tasks: add isolate=True")
+        if memory_mb is not None and (
+            not isinstance(memory_mb, int) or isinstance(memory_mb, bool) or memory_mb < 1
+        ):
+            raise DefinitionError("memory_mb must be a positive whole number of megabytes")
+        if isolate:
+            # Run in a child process (jobs.durable.isolation); unset budgets are the settings'.
+            self.opts["isolate"] = True
+            if memory_mb is not None:
+                self.opts["memory_mb"] = memory_mb
 
     def spec(self) -> dict[str, Any]:
         return {**self._base(), "path": self.path, "opts": dict(self.opts)}
@@ -211,7 +226,9 @@ class FanOut(Node):
 
 
 def task(path: str, **options: Any) -> Task:
-    """A Python step. Options: ``max_attempts``, ``timeout``, ``backoff``, ``backoff_cap``."""
+    """A Python step. Options: ``max_attempts``, ``timeout``, ``backoff``, ``backoff_cap``;
+    ``isolate=True`` runs it in a child process with ``memory_mb`` and ``timeout`` as budgets
+    (default ACURIO_STEP_MEMORY_MB, ACURIO_STEP_TIMEOUT_SECONDS; jobs.durable.isolation)."""
     return Task(path, **options)
 
 

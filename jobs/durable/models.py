@@ -27,7 +27,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Func, Q, Value
+from django.db.models.functions import Coalesce
 
 from jobs.durable.errors import InstanceNotFound
 
@@ -78,6 +79,15 @@ def parse_instance_id(value: uuid.UUID | str) -> uuid.UUID:
     raise InstanceNotFound(
         f"{value!r} is not a workflow instance id (a UUID) nor a workflow id"
     ) from None
+
+
+# Column defaults evaluated by the inserting session (see Step.code_version, lease_backend).
+CURRENT_CODE_VERSION = Coalesce(
+    Func(Value("acurio.code_version"), Value(True), function="current_setting"),
+    Value(""),
+    output_field=models.CharField(),
+)
+BACKEND_PID = Func(function="pg_backend_pid", output_field=models.IntegerField())
 
 
 class InstanceQuerySet(models.QuerySet):
@@ -262,11 +272,14 @@ class Step(models.Model):
     # Lost leases (a crashed, frozen or cut-off worker), counted apart from ``attempts`` so a
     # crash does not spend the step's retry budget; bounded by ACURIO_MAX_CRASHES.
     crashes = models.IntegerField(default=0, db_default=0)
-    # ACURIO_CODE_VERSION of the worker that last claimed it.
-    code_version = models.CharField(max_length=64, blank=True, default="", db_default="")
-    # The claiming worker's database backend (pg_backend_pid()): lease recovery ends that
-    # session, so a frozen worker's open transaction cannot hold the next attempt's locks.
-    lease_backend = models.IntegerField(null=True, blank=True)
+    # ACURIO_CODE_VERSION of the worker that last claimed it: the claim sets it, and a step a
+    # worker inserts already claimed (chaining) takes it from the inserting session, whose
+    # ``acurio.code_version`` the worker sets when it connects (jobs.durable.sessions).
+    code_version = models.CharField(max_length=64, blank=True, db_default=CURRENT_CODE_VERSION)
+    # The claiming worker's database backend (set by the claim, or the inserting session's):
+    # lease recovery ends that session, so a frozen worker's open transaction cannot hold the
+    # next attempt's locks (jobs.durable.recovery).
+    lease_backend = models.IntegerField(null=True, blank=True, db_default=BACKEND_PID)
     # Every failed attempt and lost lease: [{"attempt", "kind", "error", "traceback", "at"}],
     # the latest ACURIO_ATTEMPT_LOG_SIZE of them, each traceback bounded in size.
     attempt_log = models.JSONField(default=list, db_default=[], blank=True)

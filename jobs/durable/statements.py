@@ -73,6 +73,8 @@ WITH picked AS (
 ), claimed AS (
     UPDATE {STEP} AS s
     SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
+        lease_backend = pg_backend_pid(),
+        code_version = COALESCE(current_setting('acurio.code_version', true), ''),
         lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
     FROM picked
     WHERE s.id = picked.id
@@ -538,3 +540,61 @@ CANCEL_STEPS_OF = (
     " lease_owner = '', lease_expires_at = NULL"
     " WHERE instance_id = ANY(%s) AND status IN ('ready', 'running')"
 )
+
+
+# --- safety: claims held, crashes, attempt logs, stalled sessions -----------------------------
+# Whether a step still runs under this attempt's claim (an isolated step's child is killed
+# when not: cancelled, failed, or its lease recovered). Primary key.
+STEP_CLAIM_HELD = f"SELECT 1 FROM {STEP} WHERE id = %s AND status = 'running' AND attempts = %s"
+
+# A worker's session, set once per connection (jobs.durable.sessions): its name (lease
+# recovery matches it), its code version (steps it inserts claimed take it as their default),
+# and the bounds that keep a frozen or cut-off worker from holding locks. No table.
+WORKER_SESSION = (
+    "SELECT set_config('application_name', %(name)s, false),"
+    " set_config('acurio.code_version', %(version)s, false),"
+    " set_config('lock_timeout', %(lock_timeout)s, false),"
+    " set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, false),"
+    " set_config('tcp_keepalives_idle', %(keepalive)s, false),"
+    " set_config('tcp_keepalives_interval', %(keepalive)s, false),"
+    " set_config('tcp_keepalives_count', '3', false)"
+)
+
+# A step with a timeout: its statements and its transaction's idle time are bounded by it,
+# for this transaction only. No table.
+SET_STEP_TIMEOUTS = (
+    "SELECT set_config('statement_timeout', %s, true),"
+    " set_config('idle_in_transaction_session_timeout', %s, true)"
+)
+
+# Lease recovery ends the database session of a step's stalled worker (frozen, cut off), so
+# its open transaction releases the locks the next attempt needs: the backend that claimed
+# the step, if it is still that worker's (its application_name) and inside a transaction.
+# pg_stat_activity, by pid.
+TERMINATE_STALLED = (
+    "SELECT pg_terminate_backend(pid, 1000) FROM pg_stat_activity"
+    " WHERE pid = %s AND pid <> pg_backend_pid() AND application_name = left(%s, 63)"
+    " AND state IN ('idle in transaction', 'idle in transaction (aborted)', 'active')"
+)
+
+# A lost lease: the step goes back to ready, counted as a crash, not an attempt
+# (max_attempts rises with attempts, the claim token), with the loss in its attempt log
+# (the latest %s entries kept). Fenced by the claim token. Primary key.
+RECOVER_CRASHED = (
+    f"UPDATE {STEP} SET status = 'ready', run_at = %s, error = %s, lease_owner = '',"
+    " lease_expires_at = NULL, crashes = crashes + 1, max_attempts = max_attempts + 1,"
+    " attempt_log = jsonb_path_query_array(attempt_log || %s::jsonb,"
+    " ('$[last - ' || (%s - 1) || ' to last]')::jsonpath)"
+    " WHERE id = %s AND status = 'running' AND attempts = %s"
+)
+
+# One failed attempt or lost lease added to a step's attempt log (the latest %s entries
+# kept). Primary key.
+APPEND_ATTEMPT_LOG = (
+    f"UPDATE {STEP} SET attempt_log = jsonb_path_query_array(attempt_log || %s::jsonb,"
+    " ('$[last - ' || (%s - 1) || ' to last]')::jsonpath) WHERE id = %s"
+)
+
+# When an idle worker must wake: the earliest due time of a ready step not yet due at its
+# last claim. durable_step_ready (ready rows only).
+NEXT_DUE = f"SELECT min(run_at) FROM {STEP} WHERE status = 'ready' AND run_at > %s"

@@ -45,12 +45,14 @@ land is left alone).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
 import socket
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -73,15 +75,24 @@ from jobs.durable.engine import (
 from jobs.durable.errors import DurableError, Fenced, PermanentError, RetryLater
 from jobs.durable.kinds import get_kind, node_label
 from jobs.durable.queues import check_queue_name, claim_limited, limited_queue_names, sync_queues
+from jobs.durable.schedules import run_due_schedules
+from jobs.durable.sessions import code_version, configure_worker_session, use_keepalives
 from jobs.durable.state import STEP_FIELDS, StepRow
 from jobs.durable.statements import claim_sql
 
 logger = logging.getLogger("jobs.durable.worker")
 
-# Seconds before a step of an unknown kind (a newer release's) is offered to workers again.
-UNKNOWN_KIND_DELAY = 5.0
+# Seconds before a step this worker's code cannot run (a newer release's kind or task) is
+# offered to workers again.
+HANDBACK_DELAY = 2.0
+# Bytes of a failed attempt's traceback kept in the step's attempt log.
+TRACEBACK_LIMIT = 4000
+# Entries of a step's attempt log kept (the latest).
+ATTEMPT_LOG_SIZE = 20
 # Seconds between reads of which queues are limited.
 LIMITED_REFRESH = 2.0
+# Seconds between an idle worker's looks for due periodic workflows.
+SCHEDULE_CHECK = 5.0
 
 
 class ConnectionLost(Exception):
@@ -160,6 +171,7 @@ class Worker:
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
         self._queue_turn = 0
+        self._schedules_checked = float("-inf")
         self._local = threading.local()
         self.shutdown = False
         self.steps_run = 0  # steps completed
@@ -253,14 +265,18 @@ class Worker:
         node = graph.nodes[step.node_id]
         try:
             kind = get_kind(node["kind"])
-        except DurableError as exc:
-            # A graph from a newer release, claimed by an older worker in a rolling deploy:
-            # leave the step to a newer worker, without using up one of its attempts.
-            logger.warning("step %s: %s; handing it back", step.id, exc)
+            kind.prepare(node)
+        except (DurableError, ImportError) as exc:
+            # A graph from a newer release, claimed by an older worker in a rolling deploy (a
+            # kind it lacks, a task it cannot import): leave the step to a newer worker,
+            # without using up one of its attempts, and keep it from every worker for
+            # HANDBACK_DELAY, so old workers do not spin on it.
+            note = f"worker {self.worker_id} (code version {code_version()}) cannot run it: {exc}"
+            logger.warning("step %s: %s; handing it back", step.id, note)
             with transaction.atomic():
-                Txn(graph, self.clock()).reschedule(
-                    step, self.clock() + timedelta(seconds=UNKNOWN_KIND_DELAY), str(exc)
-                )
+                txn = Txn(graph, self.clock())
+                txn.reschedule(step, txn.now + timedelta(seconds=HANDBACK_DELAY), note)
+                txn.flush()
             return "handed back"
         timeout = node.get("opts", {}).get("timeout")
         started = time.monotonic()
@@ -276,7 +292,7 @@ class Worker:
         )
         try:
             try:
-                if kind.transactional:
+                if kind.in_transaction(node):
                     with transaction.atomic():
                         if timeout:
                             self._statement_timeout(timeout)
@@ -334,8 +350,13 @@ class Worker:
         return Txn(graph, self.clock())
 
     def _statement_timeout(self, timeout: float) -> None:
+        """Bound the step's statements by its timeout, and its transaction's idle time by the
+        timeout plus a lease (jobs.durable.sessions)."""
         with connection.cursor() as cursor:
-            cursor.execute(statements.SET_STATEMENT_TIMEOUT, [f"{int(timeout * 1000)}ms"])
+            cursor.execute(
+                statements.SET_STEP_TIMEOUTS,
+                [f"{int(timeout * 1000)}ms", f"{int((timeout + self.lease_seconds) * 1000)}ms"],
+            )
 
     @staticmethod
     def _check_timeout(timeout: float | None, started: float) -> None:
@@ -362,10 +383,31 @@ class Worker:
                 if later is not None and later.delay is not None:
                     delay = later.delay  # the server's Retry-After, not our backoff
                 outcome = "retry" if txn.retry_step(step, message, delay) else "fenced"
+            if outcome in ("failed", "retry"):
+                self._log_attempt(step, message, exc, txn.now)
             txn.flush()
         log = logger.warning if outcome == "failed" else logger.info
         log("step %s %s (attempt %s): %s", step.id, outcome, step.attempts, message)
         return outcome
+
+    def _log_attempt(self, step: StepRow, message: str, exc: Exception, now: datetime) -> None:
+        """Add this failed attempt, with its traceback (bounded), to the step's attempt log."""
+        text = "".join(traceback.format_exception(exc))
+        if len(text) > TRACEBACK_LIMIT:
+            text = "...\n" + text[-TRACEBACK_LIMIT:]  # the end: where it was raised
+        entry = {
+            "attempt": step.attempts,
+            "kind": "error",
+            "error": message[:TRACEBACK_LIMIT],
+            "traceback": text,
+            "at": now.isoformat(),
+            "worker": self.worker_id,
+            "version": code_version(),
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(
+                statements.APPEND_ATTEMPT_LOG, [json.dumps([entry]), ATTEMPT_LOG_SIZE, step.id]
+            )
 
     def release(self, step: StepRow) -> None:
         """Put back a step this worker claimed but could not finish (fenced: a step whose
@@ -378,6 +420,8 @@ class Worker:
     def run_one(self, max_steps: int | None = None) -> bool:
         """Claim and run one step, then what its checkpoint chained or claimed; True if there
         was one. ``max_steps`` bounds the steps run (no chaining or claiming past it)."""
+        self._ensure_session()
+        self._local.claimed_at = self.clock()
         steps = self.claim(1)
         for step in steps:
             self._local.chained = None
@@ -423,6 +467,7 @@ class Worker:
 
     def run(self) -> int:
         """Run until a signal (or, with ``once``, until nothing is ready); returns steps run."""
+        use_keepalives(self.lease_seconds)
         sync_queues(self.clock())
         heartbeat = Heartbeat(self)
         heartbeat.start()
@@ -483,6 +528,8 @@ class Worker:
                         others_busy = self._busy_threads > 0
                     if not others_busy:
                         return
+                if self._schedules_due():
+                    continue
                 self._wait()
             except ConnectionLost as lost:
                 pending_release = lost.step
@@ -511,6 +558,15 @@ class Worker:
         while not self.shutdown and time.monotonic() < end:
             time.sleep(min(0.1, end - time.monotonic()))
 
+    def _ensure_session(self) -> None:
+        """Set this thread's connection up as a worker's, once per connection
+        (jobs.durable.sessions: name, code version, lock and idle bounds, keepalives)."""
+        connection.ensure_connection()
+        raw = connection.connection
+        if getattr(self._local, "session_of", None) is not raw:
+            configure_worker_session(self.worker_id, self.lease_seconds)
+            self._local.session_of = raw
+
     def _listen(self) -> None:
         """LISTEN on this thread's connection, again after every reconnect."""
         connection.ensure_connection()
@@ -520,10 +576,18 @@ class Worker:
                 raw.execute(statements.LISTEN)
         self._listening_on[threading.get_ident()] = id(raw)
 
+    def _schedules_due(self) -> bool:
+        """An idle worker starts the due slots of periodic workflows (jobs.durable.schedules),
+        at most every SCHEDULE_CHECK seconds; True if it started any (steps are now ready)."""
+        if time.monotonic() - self._schedules_checked < SCHEDULE_CHECK:
+            return False
+        self._schedules_checked = time.monotonic()
+        return run_due_schedules(self.clock()) > 0
+
     def _wait(self) -> None:
         """Sleep until a NOTIFY, the polling interval, or a signal, whichever comes first."""
         raw = listening_connection()
-        deadline = time.monotonic() + self.poll_interval
+        deadline = time.monotonic() + self._until_next_due()
         while not self.shutdown:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -533,6 +597,18 @@ class Worker:
             # that follows the first one usually takes the whole burst's work.
             for _ in raw.notifies(timeout=min(left, 0.25), stop_after=1):
                 return
+
+    def _until_next_due(self) -> float:
+        """Seconds to sleep: until the next ready step's due time (a timer, a backoff), at
+        most ``poll_interval``. A step made ready meanwhile NOTIFYs, whatever its due time,
+        and the wait starts again from the claim that follows."""
+        since = getattr(self._local, "claimed_at", None) or self.clock()
+        with connection.cursor() as cursor:
+            cursor.execute(statements.NEXT_DUE, [since])
+            due = cursor.fetchone()[0]
+        if due is None:
+            return self.poll_interval
+        return min(self.poll_interval, max(0.0, (due - self.clock()).total_seconds()))
 
     def _connection_usable(self) -> bool:
         try:

@@ -19,7 +19,7 @@ from jobs.durable.engine import Txn
 from jobs.durable.models import Instance, Step
 from jobs.durable.state import Graph, Transitions
 from jobs.durable.statements import claim_sql
-from jobs.durable.worker import Heartbeat
+from jobs.durable.worker import HANDBACK_DELAY, Heartbeat
 from tests.durable import steps as steps_module
 from tests.durable.support import rows
 from tests.processes import ROOT, child_env
@@ -278,7 +278,7 @@ def test_step_of_an_unknown_kind_is_handed_back_without_using_an_attempt(worker)
         row = Step.objects.get(pk=step.id)
         assert row.status == "ready" and row.max_attempts == step.max_attempts + 1
         assert "unknown node kind 'teleport'" in row.error
-        assert (row.run_at - timezone.now()).total_seconds() == 5
+        assert (row.run_at - timezone.now()).total_seconds() == HANDBACK_DELAY
     assert status(iid) == "running"
 
 

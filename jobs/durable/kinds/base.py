@@ -96,6 +96,16 @@ class Kind:
     def execute(self, ctx: Context, node: dict[str, Any]) -> Any:
         raise NotImplementedError
 
+    def in_transaction(self, node: dict[str, Any]) -> bool:
+        """Whether the worker runs this node's ``execute`` inside the checkpoint transaction
+        (``transactional``, unless the node asks otherwise: an isolated task)."""
+        return self.transactional
+
+    def prepare(self, node: dict[str, Any]) -> None:
+        """Called by the worker before ``execute``, outside any transaction: raise
+        ImportError when this worker lacks the code the node needs (a rolling deploy), so
+        the step is handed back to a newer worker without spending an attempt."""
+
     def child_done(
         self, txn: Transitions, node: dict[str, Any], step: StepRow, child: StepRow, output: Any
     ) -> None:

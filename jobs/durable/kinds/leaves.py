@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb, JsonbLoader, JsonLoader
 from jobs.durable.context import Context
 from jobs.durable.errors import Break, DefinitionError, PermanentError
 from jobs.durable.graph import BUILTIN_NAMES, PARAM_RE
+from jobs.durable.isolation import run_isolated
 from jobs.durable.kinds.base import Kind, register
 from jobs.durable.sqlcheck import check_statement
 
@@ -55,9 +56,28 @@ class TaskKind(Kind):
         if not callable(fn):
             raise DefinitionError(f"task {node['path']!r} is not callable")
 
+    def prepare(self, node: dict[str, Any]) -> None:
+        import_string(node["path"])  # ImportError: this worker's code predates the task
+
+    def in_transaction(self, node: dict[str, Any]) -> bool:
+        # An isolated task computes in a child process outside any transaction; the worker
+        # checkpoints its result afterwards (jobs.durable.isolation).
+        return not node.get("opts", {}).get("isolate")
+
     def execute(self, ctx: Context, node: dict[str, Any]) -> Any:
+        fn = import_string(node["path"])
         try:
-            return import_string(node["path"])(ctx)
+            opts = node.get("opts", {})
+            if not opts.get("isolate"):
+                return fn(ctx)
+            return run_isolated(
+                fn,
+                ctx,
+                memory_mb=opts.get("memory_mb") or settings.ACURIO_STEP_MEMORY_MB,
+                timeout=opts.get("timeout") or settings.ACURIO_STEP_TIMEOUT_SECONDS,
+                should_stop=ctx.stopped,
+                what=f"step {self.describe(node)}",
+            )
         except Break as brk:
             # The checkpoint ends the enclosing loop (Txn.checkpoint → Kind.take_break).
             return brk
