@@ -87,6 +87,20 @@ CLOSEST_CUTOFF = 75.0
 CLOSEST_CANDIDATES = 400
 
 
+def _edit_blocks(name: str) -> set[str]:
+    """Keys under which two surnames one edit apart always meet.
+
+    One insertion, deletion, substitution or swap leaves the first two or the last two letters
+    of a name of five letters or more as they were; shorter names share one block of their
+    own. Comparing a name only with those sharing a block keeps the search for a misspelt
+    surname to a handful of candidates, whatever the length of the list.
+    """
+    a = _ascii(name)
+    if len(a) <= 5:
+        return {"#short", "<" + a[:2], ">" + a[-2:]}
+    return {"<" + a[:2], ">" + a[-2:]}
+
+
 class Index:
     """Lookup tables over the reference list.
 
@@ -104,6 +118,8 @@ class Index:
         self.by_prefix: dict[str, list[int]] = defaultdict(list)
         self.by_number: dict[int, list[int]] = defaultdict(list)
         self.folded: dict[int, str] = {}
+        # (year, block) -> entries: the candidates for a surname one edit away (see near()).
+        self.by_edit_block: dict[tuple[str, str], list[int]] = defaultdict(list)
         for r in refs:
             if r.number is not None:
                 self.by_number[r.number].append(r.index)
@@ -114,6 +130,8 @@ class Index:
             base, _ = split_year(r.year)
             self.by_year[base].append(r.index)
             self.by_prefix[_ascii(a)[:2]].append(r.index)
+            for key in _edit_blocks(a) | _edit_blocks(strip_particles(a)):
+                self.by_edit_block[base, key].append(r.index)
             # "van der Berg" is also cited as "Berg"; a group author by its abbreviation
             # ("WHO" for "World Health Organization").
             names = {a, strip_particles(a), a.split()[-1], *(fold(x) for x in r.aliases)}
@@ -138,8 +156,12 @@ class Index:
         from ``author``."""
         a = fold(author)
         out = []
-        undated = self.by_year.get("", []) if base else []
-        for i in [*self.by_year.get(base, []), *undated]:
+        years = (base, "") if base else (base,)
+        seen: set[int] = set()
+        for year in years:
+            for key in _edit_blocks(a) | _edit_blocks(strip_particles(a)):
+                seen.update(self.by_edit_block.get((year, key), ()))
+        for i in sorted(seen):
             other = self.folded[i]
             if close_enough(a, other):
                 out.append(i)
@@ -165,6 +187,33 @@ class Index:
             return None
         hit = process.extractOne(a, seen, scorer=fuzz.ratio, score_cutoff=CLOSEST_CUTOFF)
         return self.refs[hit[2]] if hit else None
+
+
+_INDEX_CACHE: dict[tuple, Index] = {}
+_INDEX_CACHE_SIZE = 4
+
+
+def index_for(references: list[dict] | list[Reference]) -> Index:
+    """The :class:`Index` of a reference list, built once per list.
+
+    The pipeline verifies citations in chunks of a few hundred, each with the whole list; the
+    index of the list is kept for the next chunk (keyed by the entries' texts and fields), so
+    the chunks together cost one index, not one per chunk. Indexes are never changed after
+    they are built, so sharing one is safe.
+    """
+    # An entry's fields are read from its text (and its list number), so those two identify it.
+    key = tuple(
+        (r.text, r.number) if isinstance(r, Reference) else (r.get("text"), r.get("number"))
+        for r in references
+    )
+    index = _INDEX_CACHE.get(key)
+    if index is None:
+        refs = [r if isinstance(r, Reference) else Reference.from_dict(r) for r in references]
+        index = Index(refs)
+        if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
+            _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
+        _INDEX_CACHE[key] = index
+    return index
 
 
 _TRUNCATED = re.compile(r"\b(?:et\s+al\.?|u\.\s?a\.|and others)", re.IGNORECASE)
