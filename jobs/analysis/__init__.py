@@ -19,7 +19,7 @@ from .extract import ExtractedDocument
 from .extract import extract as _extract
 from .library import Library, load_library
 from .limits import Limits
-from .matching import Index, judge
+from .matching import index_for, judge
 from .parse import ParsedDocument, references_of
 from .parse import parse as _parse
 from .report import annotate_html, build_report
@@ -79,7 +79,7 @@ def verify(citations_chunk: list[dict], references: list[dict], style: str) -> l
     entries) and ``reason`` (a sentence for the user). ``style`` is accepted so that callers
     need not know which keys a style uses; the keys themselves say whether they are numeric.
     """
-    index = Index(references_of(references))
+    index = index_for(references)
     return [judge(c, index) for c in citations_chunk]
 
 
