@@ -57,18 +57,50 @@ def test_expired_lease_is_recovered_and_resumes_from_the_last_checkpoint():
     assert len(rows()) == 2, "step 1 did not run again"
 
 
-def test_lease_recovery_fails_the_instance_after_max_attempts(settings):
+def test_lost_leases_count_as_crashes_not_attempts(settings):
     settings.ACURIO_MAX_ATTEMPTS = 2
+    settings.ACURIO_MAX_CRASHES = 3
     with time_machine.travel("2026-01-05 10:00:00Z", tick=False) as clock:
         iid = start(t("record"), on_failure=S + "on_failure")
-        for _ in range(2):
-            Worker(lease_seconds=5).claim()
+        for _ in range(3):  # more crashes than attempts: the instance lives on
+            Worker(worker_id="doomed", lease_seconds=5).claim()
             clock.shift(6)
             assert recover_expired_leases() == 1
+        step = Step.objects.get(instance_id=iid, kind="task")
+        assert (step.status, step.crashes, step.attempts) == ("ready", 3, 3)
+        assert step.attempts - step.crashes < 2, "no attempt of the retry budget spent"
+        assert [e["kind"] for e in step.attempt_log] == ["crash"] * 3
+        assert "crash 3 of at most 3, no attempt spent" in step.error
+        assert status(iid) == "running"
+        Worker(worker_id="doomed", lease_seconds=5).claim()
+        clock.shift(6)
+        assert recover_expired_leases() == 1  # the fourth crash passes the bound
     instance = Instance.objects.get(pk=iid)
     assert instance.status == "failed"
-    assert "stopped renewing the lease (attempt 2 of 2); giving up" in instance.error
-    assert "giving up" in rows("on_failure")[0][1] or len(rows("on_failure")) == 1
+    assert "its worker was lost 4 times (the bound is ACURIO_MAX_CRASHES = 3)" in instance.error
+    assert len(rows("on_failure")) == 1
+
+
+def test_a_step_survives_crashes_then_completes_with_its_errors_still_counted(settings):
+    settings.ACURIO_MAX_ATTEMPTS = 2
+    with time_machine.travel("2026-01-05 10:00:00Z", tick=False) as clock:
+        # ctx.attempt counts claims: the two lost ones, then one that raises
+        iid = start(t("fail_first"), input={"fail_times": 3})
+        for _ in range(2):
+            Worker(worker_id="doomed", lease_seconds=5).claim()
+            clock.shift(6)
+            recover_expired_leases()
+        worker = Worker(worker_id="steady", lease_seconds=5, chain=False)
+        assert worker.run_one()  # an error: a retry after its backoff
+        clock.shift(60)
+        assert worker.run_one()  # the last attempt of two succeeds
+    step = Step.objects.get(instance_id=iid, kind="task")
+    assert (step.status, step.crashes, step.attempts) == ("completed", 2, 4)
+    kinds = [e["kind"] for e in step.attempt_log]
+    assert kinds == ["crash", "crash", "error"]
+    error = step.attempt_log[-1]
+    assert "transient failure on attempt 3" in error["error"] and error["attempt"] == 3
+    assert "Traceback" in error["traceback"] and "fail_first" in error["traceback"]
 
 
 def test_recovered_then_reclaimed_step_never_takes_the_stale_checkpoint():
