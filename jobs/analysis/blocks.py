@@ -90,14 +90,6 @@ class Block:
     sups: tuple[tuple[int, int], ...] = ()
     # Inside a footnote or endnote, where short citations go without parentheses.
     note: bool = False
-    # ``(start, end)`` offsets in ``text`` of inline code (``<code>``): program text, whose
-    # brackets are not citations. A whole code block is a block with tag ``pre``.
-    codes: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def is_code(self) -> bool:
-        """A preformatted block (``<pre>``): a code listing, not prose."""
-        return self.tag == "pre"
     # ``(start, end)`` offsets in ``text`` of inline code (``<code>``, ``<kbd>``, ``<samp>``):
     # "f(x, 2020)" or "x[3]" there is program text, never a citation.
     codes: tuple[tuple[int, int], ...] = ()
@@ -184,8 +176,6 @@ class _Walker:
         # [raw offset where an open <sup> began, whether it is a note number]
         self.sup_open: list[list] = []
         self.sup_spans: list[tuple[int, int]] = []  # raw (start, end) of closed ones
-        self.code_open: list[int] = []  # raw offsets where open <code> elements began
-        self.code_spans: list[tuple[int, int]] = []
         self.code_open: list[int] = []  # raw offsets where open <code>/<kbd>/<samp> began
         self.code_spans: list[tuple[int, int]] = []
         self.note_levels: set[int] = set()  # stack depths of open note containers
@@ -212,15 +202,12 @@ class _Walker:
                         sups=_text_spans(raw, text, self.sup_spans) if self.sup_spans else (),
                         note=bool(self.note_levels),
                         codes=_text_spans(raw, text, self.code_spans) if self.code_spans else (),
-                        codes=_text_spans(raw, text, self.code_spans) if self.code_spans else (),
                     )
                 )
             self.pieces = []
         self.raw_len = 0
         self.sup_open = []
         self.sup_spans = []
-        self.code_open = []
-        self.code_spans = []
         self.code_open = [0] * len(self.code_open)  # code still open goes on in the next block
         self.code_spans = []
 
@@ -252,8 +239,6 @@ class _Walker:
             if self.sup_open:
                 self.sup_open[-1][1] = True
         if tag in _CODE_TAGS and not self.skip_depth:
-            self.code_open.append(self.raw_len)
-        if tag == "code" and not self.skip_depth:
             self.code_open.append(self.raw_len)
         if tag == "sup" and not self.skip_depth:
             self.sup_open.append(
@@ -309,10 +294,6 @@ class _Walker:
                     return
                 continue
             if t in _CODE_TAGS and self.code_open:
-                start = self.code_open.pop()
-                if self.raw_len > start:
-                    self.code_spans.append((start, self.raw_len))
-            if t == "code" and self.code_open:
                 start = self.code_open.pop()
                 if self.raw_len > start:
                     self.code_spans.append((start, self.raw_len))
