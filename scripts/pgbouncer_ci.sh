@@ -56,7 +56,9 @@ server_reset_query =
 server_check_delay = 10
 ; the suite drops the databases it created: idle server connections must not hold them
 server_idle_timeout = 5
-ignore_startup_parameters = extra_float_digits
+; libpq "options" (-c name=value) is not a parameter PgBouncer can pass on: it would refuse
+; the connection; dropped, so the worker's code version is not announced through it
+ignore_startup_parameters = extra_float_digits,options
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 admin_users = postgres
