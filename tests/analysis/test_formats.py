@@ -472,3 +472,155 @@ def test_html_nested_too_deep_is_refused_with_the_figures():
 def test_blocks_of_sanitised_html_read_the_canonical_note_class():
     blocks = html_blocks('<p>a</p><aside class="footnote"><p>note</p></aside>')
     assert [(b.text, b.note) for b in blocks] == [("a", False), ("note", True)]
+
+
+# ---------------------------------------------------------------- page breaks
+
+
+def _two_pages(first, second, width=612.0, height=792.0):
+    pages = [runs_to_lines(first, 0), runs_to_lines(second, 1)]
+    return [text for _, text in page_paragraphs(pages, width, height)]
+
+
+def test_entry_without_full_stop_ends_at_a_page_break():
+    # LibreOffice's DIN 1505-2 list (whole lines as runs): entries set flush left, apart by a
+    # gap, ending without a full stop; the page ends on an entry's short last line.
+    first = [
+        (72.1, 250.8, 12.0, "Nordlander, T. F. ; Lybecker, A.: Saving CO2 using location and time"),
+        (72.1, 236.8, 12.0, "shifting in Azure."),
+        (72.1, 212.8, 12.0, "Portegies Zwart, Simon: The ecological impact of high-performance"),
+        (
+            72.1,
+            198.8,
+            12.0,
+            "computing in astrophysics. In: Nature Astronomy Bd. 4, Nature Publishing",
+        ),
+        (72.1, 184.8, 12.0, "Group (2020), Nr.\xa099, S.\xa0819–822"),
+        (
+            72.1,
+            116.9,
+            12.0,
+            "Campo, Javier del ; Sieracki, Michael E ; Molestina, Robert ; Keeling,",
+        ),
+        (
+            72.1,
+            102.9,
+            12.0,
+            "Patrick ; Massana, Ramon ; Ruiz-Trillo, Inaki: The others: Our biased",
+        ),
+        (
+            72.1,
+            88.9,
+            12.0,
+            "perspective of eukaryotic genomes. In: Trends in ecology & evolution Bd.",
+        ),
+        (72.1, 74.9, 12.0, "29, Elsevier (2014), Nr.\xa05, S.\xa0252–259"),
+    ]
+    second = [
+        (
+            72.1,
+            708.8,
+            12.0,
+            "Caron, David A ; Alexander, Harriet ; Allen, Andrew E ; Archibald, John",
+        ),
+        (72.1, 694.8, 12.0, "M ; Armbrust, E Virginia ; Bachy, Charles ; Bell, Callum J ; Bharti,"),
+        (
+            72.1,
+            680.8,
+            12.0,
+            "Arvind ; u.\xa0a.: Probing the evolution, ecology and physiology of marine",
+        ),
+        (
+            72.1,
+            666.8,
+            12.0,
+            "protists using transcriptomics. In: Nature Reviews Microbiology Bd. 15,",
+        ),
+        (72.1, 652.8, 12.0, "Nature Publishing Group (2017), Nr.\xa01, S.\xa06–20"),
+    ]
+    paras = _two_pages(first, second)
+    assert [p.split(" ", 1)[0] for p in paras] == ["Nordlander,", "Portegies", "Campo,", "Caron,"]
+    # A body paragraph running on over the page break stays one paragraph.
+    body = _two_pages(
+        [
+            (
+                72.1,
+                100.0,
+                12.0,
+                "The model was run for every catchment in the region, and its output",
+            ),
+            (72.1, 86.0, 12.0, "was compared with the gauges that the agency maintains along the"),
+        ],
+        [(72.1, 708.8, 12.0, "river (Smith, 2020). Agreement was good in all seasons.")],
+    )
+    assert len(body) == 1
+
+
+def test_hanging_entry_alone_on_the_last_page_is_its_own_entry():
+    first = [
+        (90.0, 700.0, 12.0, "Body text of the paper, set flush left as a browser prints it, and"),
+        (90.0, 682.0, 12.0, "a second line (1)."),
+        (90.0, 640.0, 24.0, "References"),
+        (
+            90.0,
+            600.0,
+            12.0,
+            "1. T. Novosel, T. Pukšec, N. Duić, J. Domac. Heat demand mapping and district",
+        ),
+        (
+            126.0,
+            582.0,
+            12.0,
+            "heating assessment in data-pour areas. Renewable and Sustainable Energy",
+        ),
+        (126.0, 564.0, 12.0, "Reviews. 2020;131:109987. doi:10.1016/j.rser.2020.109987"),
+        (
+            90.0,
+            546.0,
+            12.0,
+            "2. A. Jüstel, E. Humm, E. Herbst, F. Strozyk, P. Kukla, R. Bracke. Unveiling the",
+        ),
+        (
+            126.0,
+            528.0,
+            12.0,
+            "spatial distribution of heat demand in North-West-Europe compiled with national",
+        ),
+        (
+            126.0,
+            510.0,
+            12.0,
+            "heat Consumption data. Energies. 2024;17(2):481. doi:10.3390/en17020481",
+        ),
+    ]
+    second = [
+        (
+            90.0,
+            751.5,
+            12.0,
+            "3. E. Herbst, E. Khashfe, A. Jüstel, F. Strozyk, P. Kukla. A Heat Demand Map of",
+        ),
+        (
+            126.0,
+            733.5,
+            12.0,
+            "North-West Europe – its impact on supply areas and identification of potential",
+        ),
+        (
+            126.0,
+            715.5,
+            12.0,
+            "production areas for deep geothermal energy. GeoKarlsruhe. 2021;2021:1.",
+        ),
+        (126.0, 697.5, 12.0, "doi:10.48380/dggv-j2wj-nk88"),
+    ]
+    paras = _two_pages(first, second)
+    assert [p[:2] for p in paras[2:]] == ["1.", "2.", "3."]
+    assert paras[-1].endswith("doi:10.48380/dggv-j2wj-nk88")
+
+
+def test_inline_code_survives_extraction_as_code_spans():
+    doc = extract(b"Call `f(2020)` as in (Smith, 2020).\n\n    x = (Smith, 2020)\n", "t.md")
+    para, listing = doc.blocks
+    assert [para.text[a:b] for a, b in para.codes] == ["f(2020)"]
+    assert listing.tag == "pre"
