@@ -222,6 +222,14 @@
       loadDocument().then(function () { window.print(); });
     });
   }
+  // Printing is the whole report: folded lists print unfolded (CSS does it where the browser
+  // knows ::details-content; this does it elsewhere).
+  window.addEventListener("beforeprint", function () {
+    document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+    items.forEach(function (item) { item.hidden = false; });
+    groups.forEach(function (group) { group.hidden = false; });
+  });
+  window.addEventListener("afterprint", apply);
   // The first screen is drawn; now the document (the long part) arrives.
   if (doc) {
     if (window.requestIdleCallback) { window.requestIdleCallback(loadDocument, { timeout: 300 }); }
