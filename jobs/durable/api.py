@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -167,6 +168,8 @@ class _listener:
         params = connection.get_connection_params()
         params.pop("cursor_factory", None)
         params.pop("context", None)
+        # LISTEN needs a session: past a transaction pooler, the direct route (db.py).
+        params.update(getattr(settings, "DATABASE_DIRECT", None) or {})
         self.conn = psycopg.connect(**params, autocommit=True)
         self.conn.execute(statements.LISTEN_FINISHED)
         return self
