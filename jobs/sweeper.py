@@ -127,6 +127,7 @@ class Sweeper:
             self.beat,
             self.expire_heartbeats,
             self.recover_leases,
+            self.engine_upkeep,
             self.start_backstop,
             self.trim,
         ):
@@ -164,6 +165,10 @@ class Sweeper:
         if recovered:
             logger.info("recovered %d expired step leases", recovered)
         return recovered
+
+    def engine_upkeep(self) -> dict[str, int]:
+        """The engine's upkeep: due periodic workflows started, retention applied."""
+        return durable.maintain()
 
     @property
     def backstop_in_flight(self) -> bool:

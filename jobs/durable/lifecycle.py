@@ -183,10 +183,12 @@ def purge(
     status: str | list[str] | None = None,
     batch: int = PURGE_BATCH,
     now: datetime | None = None,
+    max_batches: int | None = None,
 ) -> int:
     """Delete instances that finished more than ``older_than`` ago (only those of ``status``,
     a finished status or a list of them, if given), ``batch`` rows per short transaction;
-    steps, signals and child instances go with them. Returns how many instances went."""
+    steps, signals and child instances go with them. ``max_batches`` bounds the batches of
+    this call (the retention sweep: the rest goes next time). Returns how many went."""
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError("older_than must be a timedelta >= 0")
     statuses = list(INSTANCE_FINISHED) if status is None else (
@@ -202,7 +204,9 @@ def purge(
         raise ValueError("batch must be at least 1")
     cutoff = (now or timezone.now()) - older_than
     total = 0
-    while True:
+    batches = 0
+    while max_batches is None or batches < max_batches:
+        batches += 1
         # Each batch is its own transaction, so no lock outlives one batch.
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(statements.purge_sql(batch), [cutoff, statuses])
@@ -211,6 +215,7 @@ def purge(
         # Until a batch finds nothing: a short batch may only have skipped locked rows.
         if deleted == 0:
             return total
+    return total
 
 
 # --- cancel by filter -------------------------------------------------------------------------

@@ -76,6 +76,7 @@ from jobs.durable.errors import DurableError, Fenced, PermanentError, RetryLater
 from jobs.durable.kinds import get_kind, node_label
 from jobs.durable.queues import check_queue_name, claim_limited, limited_queue_names, sync_queues
 from jobs.durable.schedules import run_due_schedules
+from jobs.durable.schedules import run_due_schedules
 from jobs.durable.sessions import code_version, configure_worker_session, use_keepalives
 from jobs.durable.state import STEP_FIELDS, StepRow
 from jobs.durable.statements import claim_sql
@@ -91,6 +92,8 @@ TRACEBACK_LIMIT = 4000
 ATTEMPT_LOG_SIZE = 20
 # Seconds between reads of which queues are limited.
 LIMITED_REFRESH = 2.0
+# Seconds between an idle worker's looks for due periodic workflows.
+SCHEDULE_CHECK = 5.0
 # Seconds between an idle worker's looks for due periodic workflows.
 SCHEDULE_CHECK = 5.0
 
@@ -171,6 +174,7 @@ class Worker:
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
         self._queue_turn = 0
+        self._schedules_checked = float("-inf")
         self._schedules_checked = float("-inf")
         self._local = threading.local()
         self.shutdown = False
@@ -530,6 +534,8 @@ class Worker:
                         return
                 if self._schedules_due():
                     continue
+                if self._schedules_due():
+                    continue
                 self._wait()
             except ConnectionLost as lost:
                 pending_release = lost.step
@@ -575,6 +581,14 @@ class Worker:
             if self._listening_on.get(threading.get_ident()) != id(raw):
                 raw.execute(statements.LISTEN)
         self._listening_on[threading.get_ident()] = id(raw)
+
+    def _schedules_due(self) -> bool:
+        """An idle worker starts the due slots of periodic workflows (jobs.durable.schedules),
+        at most every SCHEDULE_CHECK seconds; True if it started any (steps are now ready)."""
+        if time.monotonic() - self._schedules_checked < SCHEDULE_CHECK:
+            return False
+        self._schedules_checked = time.monotonic()
+        return run_due_schedules(self.clock()) > 0
 
     def _schedules_due(self) -> bool:
         """An idle worker starts the due slots of periodic workflows (jobs.durable.schedules),
