@@ -163,6 +163,43 @@ _INVERTED_PARTICLE = re.compile(
     rf"(?:^|[;&]\s*|,\s+)([^\W\d_][\w'\u2019\-]*),\s+(?:[^\W\d_][\w.\-]*\s+){{1,4}}?"
     rf"((?i:{_PARTICLE_WORDS})(?:\s+(?i:{_PARTICLE_WORDS}))*)(?=\s*[,;:.(&]|\s+(?:and|&)\s)"
 )
+_DIGITS_AS_LETTERS = str.maketrans("0123456789", "oizeasgtbq")
+_MONTHS = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "januar",
+        "februar",
+        "märz",
+        "mai",
+        "juni",
+        "juli",
+        "oktober",
+        "dezember",
+    ]
+)
 # Sentence adverbs that open a sentence with a comma, like a surname in an author list would.
 _CONNECTIVES = frozenset(
     [
@@ -369,7 +406,8 @@ def _protect(window: str, vocab: _Vocabulary) -> tuple[str, dict[str, str]]:
                 done = 2
                 a, z = words[i].start(), words[i + 1].start() + len(second_bare)
         if done:
-            token = re.sub(r"[^\w'\u2019\-]", "_", window[a:z])
+            # Digits become letters in the token: a standard's title ("ISO 9001") is a name.
+            token = re.sub(r"[^\w'\u2019\-]", "_", window[a:z]).translate(_DIGITS_AS_LETTERS)
             out[a:z] = token
             joined[token] = window[a:z]
             i += done
@@ -502,6 +540,9 @@ def _chain_before(prefix: str, vocab: _Vocabulary) -> tuple[int, list[str], bool
         names[0] = re.sub(r"(?<=\w)['\u2019]s?$", "", names[0])
         f = fold(names[0])
         if f in _DOCUMENT_NOUNS and f not in vocab.surnames:
+            return None
+        # "(15 January 2024)", "(accessed March 2023)": a date, not a citation of Ms January.
+        if f in _MONTHS and f not in vocab.surnames:
             return None
     return offset + start, names, etal
 
@@ -892,7 +933,8 @@ def _drop_enumerations(text: str, found: list[Citation]) -> list[Citation]:
 def body_blocks(blocks: list[Block], section: tuple[int, int] | None) -> list[Block]:
     """The blocks where citations stand: neither headings nor the reference list."""
     in_refs = range(*section) if section else range(0)
-    body = [b for b in blocks if b.index not in in_refs and not b.is_heading]
+    # Program listings (<pre>) hold no citations: "f(x, 2020)", "a[3]" are code.
+    body = [b for b in blocks if b.index not in in_refs and not b.is_heading and b.tag != "pre"]
     if section:
         # The reference heading itself is a heading-like block too.
         body = [b for b in body if b.index != section[0] - 1]
@@ -914,7 +956,7 @@ def numeric_citations(
         found = _numeric_markers(b, style, max_number)
         if b.index >= after and found and found[0].start == 0:
             found = found[1:]
-        out.extend(found)
+        out.extend(_outside_code(b, found))
     return out
 
 
@@ -925,8 +967,17 @@ def author_year_citations(
     vocab = _Vocabulary(blocks, refs)
     out: list[Citation] = []
     for b in body_blocks(blocks, section):
-        out.extend(_author_year_markers(b, vocab, out[-1].keys if out else None))
+        found = _author_year_markers(b, vocab, out[-1].keys if out else None)
+        out.extend(_outside_code(b, found))
     return out
+
+
+def _outside_code(block: Block, found: list[Citation]) -> list[Citation]:
+    """The markers of ``found`` that do not touch inline code (``<code>f(x, 2020)</code>``)."""
+    codes = getattr(block, "codes", ())
+    if not codes or not found:
+        return found
+    return [c for c in found if not any(a < c.end and c.start < z for a, z in codes)]
 
 
 def resolvable(citations: list[Citation], refs: list[Reference]) -> int:
