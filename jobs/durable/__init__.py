@@ -78,10 +78,12 @@ from jobs.durable.graph import (
     loop,
     sleep,
     sql,
+    step,
     task,
     wait_for_schedule,
     wait_for_signal,
     when,
+    workflow,
 )
 
 # Names whose modules need the app registry (models): loaded on first use.
@@ -157,12 +159,14 @@ __all__ = [
     "start",
     "start_many",
     "status",
+    "step",
     "task",
     "unschedule",
     "wait_for_schedule",
     "wait_for_signal",
     "waits",
     "when",
+    "workflow",
 ]
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -225,11 +225,77 @@ class FanOut(Node):
         }
 
 
-def task(path: str, **options: Any) -> Task:
-    """A Python step. Options: ``max_attempts``, ``timeout``, ``backoff``, ``backoff_cap``;
-    ``isolate=True`` runs it in a child process with ``memory_mb`` and ``timeout`` as budgets
-    (default ACURIO_STEP_MEMORY_MB, ACURIO_STEP_TIMEOUT_SECONDS; jobs.durable.isolation)."""
+def task(path: str | Callable[..., Any], **options: Any) -> Task:
+    """A Python step: a dotted path, or the function itself (module-level; one decorated
+    with ``@step`` brings its options, which ``options`` here override). Options:
+    ``max_attempts``, ``timeout``, ``backoff``, ``backoff_cap``; ``isolate=True`` runs it in
+    a child process with ``memory_mb`` and ``timeout`` as budgets (default
+    ACURIO_STEP_MEMORY_MB, ACURIO_STEP_TIMEOUT_SECONDS; jobs.durable.isolation)."""
+    if callable(path) and not isinstance(path, str):
+        fn = path
+        options = {**getattr(fn, "__durable_step__", {}), **options}
+        path = function_path(fn, "task()")
     return Task(path, **options)
+
+
+# --- decorators: functions by reference --------------------------------------------------------
+# Functions registered with @step / @workflow, by dotted path (what the stored graph names).
+STEPS: dict[str, Callable[..., Any]] = {}
+WORKFLOWS: dict[str, Callable[[], Node]] = {}
+
+
+def function_path(fn: Callable[..., Any], what: str) -> str:
+    """The dotted path a stored graph names a module-level function by."""
+    path = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}"
+    if "<" in path or not PATH_RE.match(path):
+        raise DefinitionError(
+            f"{what}: {fn!r} cannot be named in a stored workflow; use a module-level function"
+            " (not a lambda, a nested function or a method) or its dotted path"
+        )
+    return path
+
+
+def step(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Register ``fn(ctx)`` as a step, so ``task(fn)`` takes the function itself::
+
+        @step(max_attempts=3, timeout=30)
+        def verify(ctx): ...
+
+        flow = task(parse).as_("parsed") >> fan_out(task(verify), over="parsed")
+
+    The function is returned unchanged (callable as before); its options are checked now."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(fn):
+            raise DefinitionError(f"@step decorates a function, not {fn!r}")
+        Task(function_path(fn, "@step"), **options)  # checks the options where they are written
+        fn.__durable_step__ = dict(options)  # type: ignore[attr-defined]
+        STEPS[function_path(fn, "@step")] = fn
+        return fn
+
+    return register if fn is None else register(fn)
+
+
+def workflow(fn: Callable[[], Node]) -> Callable[[], Node]:
+    """Register a function of no arguments that builds a workflow; ``start()``,
+    ``start_many()``, ``schedule()`` and ``manage.py durable start`` take the function."""
+    if not callable(fn):
+        raise DefinitionError(f"@workflow decorates a function, not {fn!r}")
+    fn.__durable_workflow__ = True  # type: ignore[attr-defined]
+    WORKFLOWS[function_path(fn, "@workflow")] = fn
+    return fn
+
+
+def as_workflow(value: Any) -> Node:
+    """A workflow node from a node or a ``@workflow`` function (called to build it)."""
+    if isinstance(value, Node):
+        return value
+    if callable(value) and getattr(value, "__durable_workflow__", False):
+        return check_node(value())
+    raise DefinitionError(
+        f"{value!r} is not a workflow: compose one from steps, or decorate a function that"
+        " builds one with @workflow"
+    )
 
 
 def sql(query: str, **options: Any) -> Sql:

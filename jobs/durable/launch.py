@@ -34,7 +34,7 @@ from jobs.durable import statements
 from jobs.durable.db import decode_json, execute_prepared
 from jobs.durable.engine import Txn
 from jobs.durable.errors import DefinitionError, WorkflowIdConflict
-from jobs.durable.graph import Node, compile_graph, iter_spec
+from jobs.durable.graph import Node, as_workflow, compile_graph, iter_spec
 from jobs.durable.kinds import get_kind
 from jobs.durable.models import Instance, instance_pk_for
 from jobs.durable.permissions import check_start
@@ -71,7 +71,7 @@ def prepare(
     delay: float | None = None,
 ) -> StartOptions:
     """Compile and check a start's workflow and options (DefinitionError, NotPermitted)."""
-    spec = workflow if isinstance(workflow, dict) else compile_graph(workflow)
+    spec = workflow if isinstance(workflow, dict) else compile_graph(as_workflow(workflow))
     for node in iter_spec(spec):
         get_kind(node["kind"]).check(node)
     if user is not None:
