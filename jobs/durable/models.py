@@ -166,7 +166,7 @@ class Instance(models.Model):
     forked_from = models.UUIDField(null=True, blank=True)
     # ACURIO_CODE_VERSION of the process that started it (a deploy's git commit): which code
     # its graph was compiled against; workers may be limited to compatible versions.
-    code_version = models.CharField(max_length=64, blank=True, default="", db_default="")
+    code_version = models.CharField(max_length=64, blank=True, db_default=CURRENT_CODE_VERSION)
 
     objects = InstanceQuerySet.as_manager()
 

@@ -105,3 +105,17 @@ def use_keepalives(lease_seconds: float) -> None:
     options = connection.settings_dict.setdefault("OPTIONS", {})
     for key, value in keepalive_options(lease_seconds).items():
         options.setdefault(key, value)
+
+
+def announce_code_version() -> None:
+    """Put ``-c acurio.code_version=<version>`` into the default database's libpq ``options``
+    (before any connection is made), so every session of this process carries it and the
+    instances it starts record it (``Instance.code_version``'s column default). A pooler that
+    drops startup options (PgBouncer's ``ignore_startup_parameters``) leaves it empty."""
+    version = code_version()
+    if not version or any(c.isspace() or c == "\\" for c in version):
+        return  # a value libpq's options cannot carry unescaped: leave it to the worker
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    existing = str(options.get("options", ""))
+    if "acurio.code_version" not in existing:
+        options["options"] = f"{existing} -c acurio.code_version={version}".strip()

@@ -595,6 +595,9 @@ APPEND_ATTEMPT_LOG = (
     " ('$[last - ' || (%s - 1) || ' to last]')::jsonpath) WHERE id = %s"
 )
 
+# The code version that started an instance (a version-limited worker's check). Primary key.
+INSTANCE_VERSION = f"SELECT code_version FROM {INSTANCE} WHERE id = %s"
+
 # When an idle worker must wake: the earliest due time of a ready step not yet due at its
 # last claim. durable_step_ready (ready rows only).
 NEXT_DUE = f"SELECT min(run_at) FROM {STEP} WHERE status = 'ready' AND run_at > %s"

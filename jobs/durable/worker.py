@@ -76,7 +76,6 @@ from jobs.durable.errors import DurableError, Fenced, PermanentError, RetryLater
 from jobs.durable.kinds import get_kind, node_label
 from jobs.durable.queues import check_queue_name, claim_limited, limited_queue_names, sync_queues
 from jobs.durable.schedules import run_due_schedules
-from jobs.durable.schedules import run_due_schedules
 from jobs.durable.sessions import code_version, configure_worker_session, use_keepalives
 from jobs.durable.state import STEP_FIELDS, StepRow
 from jobs.durable.statements import claim_sql
@@ -92,8 +91,6 @@ TRACEBACK_LIMIT = 4000
 ATTEMPT_LOG_SIZE = 20
 # Seconds between reads of which queues are limited.
 LIMITED_REFRESH = 2.0
-# Seconds between an idle worker's looks for due periodic workflows.
-SCHEDULE_CHECK = 5.0
 # Seconds between an idle worker's looks for due periodic workflows.
 SCHEDULE_CHECK = 5.0
 
@@ -156,6 +153,7 @@ class Worker:
         clock: Callable[[], datetime] = timezone.now,
         chain: bool = True,
         queues: list[str] | None = None,
+        versions: list[str] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -175,7 +173,11 @@ class Worker:
         self._limited_read_at = float("-inf")
         self._queue_turn = 0
         self._schedules_checked = float("-inf")
-        self._schedules_checked = float("-inf")
+        # Code versions whose instances this worker runs (None: all): a deploy can keep new
+        # workers off old instances (or the reverse) until they drain, as DBOS's
+        # application versions do. Others' steps are handed back.
+        self.versions = frozenset(versions) if versions else None
+        self._instance_versions: dict[uuid.UUID, str] = {}
         self._local = threading.local()
         self.shutdown = False
         self.steps_run = 0  # steps completed
@@ -268,6 +270,12 @@ class Worker:
             return "fenced"  # the instance was deleted (its steps with it) after the claim
         node = graph.nodes[step.node_id]
         try:
+            version = self._incompatible_version(step)
+            if version is not None:
+                raise DurableError(
+                    f"its instance was started by code version {version!r}, and this worker"
+                    f" runs only {', '.join(sorted(self.versions or ()))}"
+                )
             kind = get_kind(node["kind"])
             kind.prepare(node)
         except (DurableError, ImportError) as exc:
@@ -393,6 +401,21 @@ class Worker:
         log = logger.warning if outcome == "failed" else logger.info
         log("step %s %s (attempt %s): %s", step.id, outcome, step.attempts, message)
         return outcome
+
+    def _incompatible_version(self, step: StepRow) -> str | None:
+        """The code version of the step's instance if this worker may not run it."""
+        if self.versions is None:
+            return None
+        version = self._instance_versions.get(step.instance_id)
+        if version is None:
+            with connection.cursor() as cursor:
+                cursor.execute(statements.INSTANCE_VERSION, [step.instance_id])
+                row = cursor.fetchone()
+            version = "" if row is None else row[0]
+            if len(self._instance_versions) > 4096:
+                self._instance_versions.clear()
+            self._instance_versions[step.instance_id] = version
+        return None if version in self.versions else version
 
     def _log_attempt(self, step: StepRow, message: str, exc: Exception, now: datetime) -> None:
         """Add this failed attempt, with its traceback (bounded), to the step's attempt log."""
@@ -534,8 +557,6 @@ class Worker:
                         return
                 if self._schedules_due():
                     continue
-                if self._schedules_due():
-                    continue
                 self._wait()
             except ConnectionLost as lost:
                 pending_release = lost.step
@@ -581,14 +602,6 @@ class Worker:
             if self._listening_on.get(threading.get_ident()) != id(raw):
                 raw.execute(statements.LISTEN)
         self._listening_on[threading.get_ident()] = id(raw)
-
-    def _schedules_due(self) -> bool:
-        """An idle worker starts the due slots of periodic workflows (jobs.durable.schedules),
-        at most every SCHEDULE_CHECK seconds; True if it started any (steps are now ready)."""
-        if time.monotonic() - self._schedules_checked < SCHEDULE_CHECK:
-            return False
-        self._schedules_checked = time.monotonic()
-        return run_due_schedules(self.clock()) > 0
 
     def _schedules_due(self) -> bool:
         """An idle worker starts the due slots of periodic workflows (jobs.durable.schedules),

@@ -204,3 +204,35 @@ def square_chunk(ctx):
 def echo_named(ctx):
     """Return the named result ``input["name"]`` as the step read it."""
     return ctx[ctx.input["name"]]
+
+
+def lock_and_linger(ctx):
+    """Update the shared row (its lock is held until this step's transaction ends), record the
+    attempt, and on the first claim linger inside the transaction (a worker frozen mid-step)."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE engine_rows SET note = note || 'x' WHERE tag = 'shared'")
+    record_row(ctx, "lingered")
+    if ctx.attempt == 1:
+        time.sleep(ctx.input.get("seconds", 60))
+    return ctx.attempt
+
+
+def hog_memory(ctx):
+    """Allocate ``input["mb"]`` megabytes and touch them (an isolated step over its budget)."""
+    block = bytearray(ctx.input["mb"] * 1024 * 1024)
+    block[::4096] = b"x" * len(block[::4096])
+    return len(block)
+
+
+def compute_square(ctx):
+    """Pure computation, fit for isolation."""
+    return ctx.input["n"] ** 2
+
+
+def spin(ctx):
+    """Compute until killed (an isolated step that a cancel or its timeout must stop)."""
+    deadline = time.monotonic() + ctx.input.get("seconds", 60)
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+    return n

@@ -33,6 +33,12 @@ class Command(BaseCommand):
             help="serve only these queues, comma-separated (default: every queue)",
         )
         parser.add_argument(
+            "--versions",
+            default="",
+            help="run only instances started by these code versions (ACURIO_CODE_VERSION),"
+            " comma-separated (default: every version)",
+        )
+        parser.add_argument(
             "--metrics-port",
             type=int,
             default=0,
@@ -48,12 +54,14 @@ class Command(BaseCommand):
         self, *args, once: bool, concurrency: int, poll_interval: float, queues: str, **options
     ) -> None:
         names = [name.strip() for name in queues.split(",") if name.strip()]
+        versions = [v.strip() for v in options["versions"].split(",") if v.strip()]
         try:
             worker = Worker(
                 concurrency=concurrency,
                 once=once,
                 poll_interval=poll_interval,
                 queues=names or None,
+                versions=versions or None,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
