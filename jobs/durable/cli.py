@@ -12,17 +12,18 @@ instances (staff: all). Without it the verbs act as the operator, with every rig
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.module_loading import import_string
 
-from jobs.durable import api, inspection
+from jobs.durable import api, inspection, lifecycle, schedules
 from jobs.durable.errors import DurableError
-from jobs.durable.graph import Node
+from jobs.durable.graph import Node, compile_graph
 from jobs.durable.models import InstanceStatus
-from jobs.durable.permissions import visible_instance
+from jobs.durable.permissions import check_start, visible_instance
 
 MAX_PER_PAGE = 500
 
@@ -84,14 +85,85 @@ def start(
     label: str = "",
     user: Any = None,
     on_failure: str = "",
+    id: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    delay: float | None = None,
 ) -> str:
     workflow = load_workflow(path)
     data = parse_json(input, "--input")
     try:
-        instance_id = api.start(workflow, label=label, input=data, user=user, on_failure=on_failure)
+        instance_id = api.start(
+            workflow, label=label, input=data, user=user, on_failure=on_failure, id=id,
+            queue=queue, priority=priority, delay=delay,
+        )  # fmt: skip
     except DurableError as exc:
         raise CliError(str(exc)) from None
     return str(instance_id)
+
+
+def resume(instance_id: str, *, user: Any = None) -> str:
+    instance = _instance(instance_id, user)
+    try:
+        lifecycle.resume(instance.pk)
+    except DurableError as exc:
+        raise CliError(str(exc)) from None
+    return f"resumed {instance.pk}: it runs again from its failed steps"
+
+
+def fork(instance_id: str, *, from_step: str, user: Any = None) -> str:
+    instance = _instance(instance_id, user)
+    try:
+        if user is not None:
+            check_start(user, instance.graph)
+        new = lifecycle.fork(instance.pk, from_step=from_step)
+    except DurableError as exc:
+        raise CliError(str(exc)) from None
+    return str(new)
+
+
+def cancel_where(
+    *,
+    label: str | None = None,
+    queue: str | None = None,
+    status: str | None = None,
+    user: Any = None,
+) -> str:
+    try:
+        count = lifecycle.cancel_where(label=label, queue=queue, status=status, user=user)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return f"cancelled {count} instance(s)"
+
+
+def purge(*, older_than_days: float, status: str | None = None, user: Any = None) -> str:
+    if user is not None and not user.is_staff:
+        raise CliError("only staff may purge instances")
+    try:
+        count = lifecycle.purge(older_than=timedelta(days=older_than_days), status=status)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return f"purged {count} instance(s) finished more than {older_than_days:g} day(s) ago"
+
+
+def schedule(name: str, path: str, *, cron: str, input: str | None = None, user: Any = None) -> str:
+    workflow = load_workflow(path)
+    data = parse_json(input, "--input")
+    try:
+        if user is not None:
+            check_start(user, compile_graph(workflow))
+        row = schedules.schedule(name, workflow, cron=cron, input=data)
+    except DurableError as exc:
+        raise CliError(str(exc)) from None
+    return f"schedule {row.name} ({row.cron}): next run {row.next_run_at.isoformat()}"
+
+
+def unschedule(name: str, *, user: Any = None) -> str:
+    if user is not None and not user.is_staff:
+        raise CliError("only staff may delete schedules")
+    if schedules.unschedule(name):
+        return f"schedule {name} deleted"
+    raise CliError(f"no schedule named {name!r}")
 
 
 def status(instance_id: str, *, user: Any = None) -> str:
