@@ -22,6 +22,7 @@ the heartbeat row gets ``stopped_at``, and the process exits 0. A second signal 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -32,7 +33,13 @@ from datetime import timedelta
 from types import FrameType
 
 from django.conf import settings
-from django.db import close_old_connections, connection, connections
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    connections,
+)
 from django.utils import timezone
 
 from jobs import durable, metrics
@@ -70,6 +77,8 @@ class Sweeper:
         self.started_at = timezone.now()
         self.shutdown = threading.Event()
         self._backstop: threading.Thread | None = None
+        # When the database became unreachable (None while it is reachable).
+        self._down_since: float | None = None
 
     # --- the daemon ---------------------------------------------------------------------
 
@@ -121,8 +130,23 @@ class Sweeper:
     @metrics.timed_tick
     def tick(self) -> None:
         """One tick: heartbeat (and expiry), lease recovery, start the backstop, trim. Never
-        blocks on the backstop."""
+        blocks on the backstop.
+
+        While the database is unreachable, each tick logs one warning line (no traceback, no
+        line per step) and skips its steps; the first tick that reaches it again logs one line
+        saying so.
+        """
         close_old_connections()
+        try:
+            connection.ensure_connection()
+        except (OperationalError, InterfaceError) as exc:
+            self._database_down(exc)
+            return
+        if self._down_since is not None:
+            logger.warning(
+                "database reachable again after %.1fs", time.monotonic() - self._down_since
+            )
+            self._down_since = None
         for step in (
             self.beat,
             self.expire_heartbeats,
@@ -133,10 +157,30 @@ class Sweeper:
         ):
             try:
                 step()
+            except (OperationalError, InterfaceError) as exc:
+                if connection.is_usable():
+                    logger.exception("sweeper step %s failed", step.__name__)
+                    continue
+                # Lost mid-tick: the remaining steps would only fail the same way.
+                self._database_down(exc)
+                return
             except Exception:
-                # One failing step (a lost connection, a bug) must not stop the others or
-                # the daemon; the next tick tries again.
+                # One failing step (a bug) must not stop the others or the daemon; the next
+                # tick tries again.
                 logger.exception("sweeper step %s failed", step.__name__)
+
+    def _database_down(self, exc: Exception) -> None:
+        """One warning line for this tick, with the database's own reason in short."""
+        with contextlib.suppress(Exception):
+            connection.close()
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        reason = " ".join(str(exc).split())[:200]
+        logger.warning(
+            "database unreachable for %.1fs; tick skipped (%s)",
+            time.monotonic() - self._down_since,
+            reason,
+        )
 
     def beat(self) -> None:
         """The tick's heartbeat: operators (and /healthz) see this process alive."""

@@ -118,7 +118,8 @@ class Heartbeat(threading.Thread):
                 try:
                     self.beat()
                 except DatabaseError:
-                    logger.warning("heartbeat: database unavailable; retrying", exc_info=True)
+                    # One line per beat, no traceback: an outage is not a bug.
+                    logger.warning("heartbeat: database unavailable; retrying")
                     with contextlib.suppress(Exception):
                         connection.close()
         finally:
