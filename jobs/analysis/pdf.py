@@ -41,6 +41,7 @@ class Line:
     rel_x: float = 0.0
     high: bool = False
     region: int = 0  # lines of one flow and size with no paragraph gap between them
+    labelled: bool = False  # opens with a list label printed apart from its text
 
     @property
     def est_width(self) -> float:
@@ -251,6 +252,7 @@ def _attach_labels(lines: list[Line]) -> list[Line]:
         if best is not None:
             best.text = f"{lab.text} {best.text}"
             best.x0 = lab.x0
+            best.labelled = True
             gone.add(id(lab))
     return [ln for ln in lines if id(ln) not in gone] if gone else lines
 
@@ -516,6 +518,10 @@ def _joins(
 ) -> bool:
     """Whether line ``b`` continues the paragraph of line ``a``."""
     if abs(a.size - b.size) > 0.3:
+        return False
+    if b.labelled:
+        # A label set apart from its text opens a list item, wherever the label stands
+        # (right-aligned numbers move "[9]" right of "[10]").
         return False
     same_flow = a.page == b.page and a.column == b.column
     if same_flow:

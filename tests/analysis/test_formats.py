@@ -624,3 +624,23 @@ def test_inline_code_survives_extraction_as_code_spans():
     para, listing = doc.blocks
     assert [para.text[a:b] for a, b in para.codes] == ["f(2020)"]
     assert listing.tag == "pre"
+
+
+def test_right_aligned_labels_still_open_their_entries():
+    # Numbers right-aligned in their column (as LaTeX sets them): "[9]" starts right of "[10]".
+    runs = [
+        (96.0, 700.0, 12.0, "[8]"),
+        (96.0, 664.0, 12.0, "[9]"),
+        (90.0, 628.0, 12.0, "[10]"),
+        (120.0, 700.0, 12.0, "A. Smith, “First title of a paper,” Journal of Things, vol. 1,"),
+        (120.0, 682.0, 12.0, "pp. 1–10, 2020."),
+        (120.0, 664.0, 12.0, "B. Jones, “Second title of a paper,” Journal of Things, vol. 2,"),
+        (120.0, 646.0, 12.0, "pp. 11–20, 2021."),
+        (120.0, 628.0, 12.0, "C. Brown, “Third title of a paper,” Journal of Things, vol. 3,"),
+        (120.0, 610.0, 12.0, "pp. 21–30, 2022."),
+    ]
+    assert [p.split(" ", 2)[:2] for p in _paragraphs(runs)] == [
+        ["[8]", "A."],
+        ["[9]", "B."],
+        ["[10]", "C."],
+    ]
