@@ -188,7 +188,10 @@ class Sweeper:
 
     def expire_heartbeats(self) -> int:
         """Delete the heartbeat rows of processes long silent or long stopped; return how many."""
-        deleted, _ = SweeperHeartbeat.objects.expired(timezone.now()).delete()
+        # Never its own row: a tick delayed past the expiry (a stalled host) must not make a
+        # living sweeper delete itself.
+        expired = SweeperHeartbeat.objects.expired(timezone.now()).exclude(name=self.name)
+        deleted, _ = expired.delete()
         if deleted:
             logger.info("deleted %d expired sweeper heartbeat row(s)", deleted)
         return deleted

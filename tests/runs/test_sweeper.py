@@ -477,6 +477,13 @@ def test_a_killed_sweepers_heartbeat_row_is_deleted_after_its_expiry_ticks():
             "drained:5",
         }
 
+        # A sweeper never deletes its own row, however late its tick.
+        SweeperHeartbeat.objects.create(
+            name="me:8", started_at=now, last_tick_at=now - timedelta(hours=1)
+        )
+        assert sweeper.expire_heartbeats() == 0
+        assert SweeperHeartbeat.objects.filter(name="me:8").exists()
+
         # Another tick later the slow one's 20 ticks are over too; a tick deletes it itself.
         clock.shift(timedelta(seconds=30 * ticks))
         sweeper.tick()
