@@ -38,6 +38,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 import jobs.durable as durable_api
+from jobs.durable import lifecycle
 from jobs.durable.api import cancel, signal
 from jobs.durable.errors import DurableError
 from jobs.durable.graph import NAME_RE, iter_spec
@@ -75,6 +76,12 @@ class SignalForm(forms.Form):
         help_text="the name a wait_for_signal() step waits for",
     )
     data = forms.JSONField(required=False, help_text='JSON, e.g. {"approved": true}')
+
+
+class ForkForm(forms.Form):
+    from_step = forms.CharField(
+        max_length=100, help_text="a result name (given with .as_()) or a task's function name"
+    )
 
 
 class LabelFilter(admin.SimpleListFilter):
@@ -125,7 +132,13 @@ class InstanceAdmin(admin.ModelAdmin):
             qs = qs.defer("graph", "input", "result")
         return qs
 
-    actions = ["cancel_instances", "signal_instances"]
+    actions = [
+        "cancel_instances",
+        "signal_instances",
+        "resume_instances",
+        "fork_instances",
+        "cancel_in_bulk",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # instances are started by code (start()), never typed in
@@ -272,6 +285,57 @@ class InstanceAdmin(admin.ModelAdmin):
             self.message_user(
                 request, f"{skipped} had already finished; left as they were.", messages.WARNING
             )
+
+    @admin.action(
+        description="Resume selected failed or cancelled instances", permissions=["control"]
+    )
+    def resume_instances(self, request: HttpRequest, queryset: QuerySet[Instance]) -> None:
+        resumed, refused = 0, []
+        for instance in self._controllable(request, queryset):
+            try:
+                lifecycle.resume(instance.id)
+                resumed += 1
+            except DurableError as exc:
+                refused.append(str(exc))
+        self.message_user(request, f"Resumed {resumed} instance(s).", messages.SUCCESS)
+        for message in refused[:10]:
+            self.message_user(request, message, messages.WARNING)
+
+    @admin.action(description="Fork selected instances from a step", permissions=["control"])
+    def fork_instances(self, request: HttpRequest, queryset: QuerySet[Instance]):
+        instances = self._controllable(request, queryset)
+        form = ForkForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            forked, refused = 0, []
+            for instance in instances:
+                try:
+                    lifecycle.fork(instance.id, from_step=form.cleaned_data["from_step"])
+                    forked += 1
+                except DurableError as exc:
+                    refused.append(str(exc))
+            self.message_user(request, f"Forked {forked} instance(s).", messages.SUCCESS)
+            for message in refused[:10]:
+                self.message_user(request, message, messages.WARNING)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Fork from a step",
+            "opts": self.model._meta,
+            "form": form,
+            "instances": instances,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "durable/fork_action.html", context)
+
+    @admin.action(
+        description="Cancel selected instances in bulk (every match, in batches)",
+        permissions=["control"],
+    )
+    def cancel_in_bulk(self, request: HttpRequest, queryset: QuerySet[Instance]) -> None:
+        # "Select all N" hands over the whole filtered queryset: cancelled batch by batch,
+        # a statement per batch, not one transaction per instance.
+        count = lifecycle.cancel_where(queryset=queryset, user=request.user)
+        self.message_user(request, f"Cancelled {count} instance(s).", messages.SUCCESS)
 
     @admin.action(description="Send a signal to selected instances", permissions=["control"])
     def signal_instances(self, request: HttpRequest, queryset: QuerySet[Instance]):

@@ -228,18 +228,20 @@ def cancel_where(
     created_before: datetime | None = None,
     user: Any = None,
     batch: int = CANCEL_BATCH,
+    queryset: Any = None,
 ) -> int:
     """Cancel every unfinished instance matching all the filters given; returns how many.
 
-    At least one filter is required. ``user`` restricts to what that user may control (staff
+    At least one filter is required (or ``queryset``, instances already chosen: the admin's
+    selection, possibly every row its filters match). ``user`` restricts to what that user may control (staff
     everything, others their own). Batches of short transactions: one statement cancels a
     batch's instances, one their unfinished steps; on_failure hooks run in the same
     transaction, as with ``cancel()``."""
-    if all(v is None for v in (label, owner, queue, status, created_before)):
+    if queryset is None and all(v is None for v in (label, owner, queue, status, created_before)):
         raise ValueError("cancel by filter needs at least one filter")
     if status is not None and status not in ("pending", "running"):
         raise ValueError("only pending or running instances can be cancelled")
-    qs = Instance.objects.unfinished()
+    qs = (Instance.objects if queryset is None else queryset).unfinished()
     if label is not None:
         qs = qs.filter(label=label)
     if owner is not None:
@@ -258,7 +260,7 @@ def cancel_where(
         with transaction.atomic():
             ids = list(
                 qs.order_by("created_at")
-                .select_for_update(skip_locked=True)
+                .select_for_update(skip_locked=True, of=("self",))
                 .values_list("id", flat=True)[:batch]
             )
             if not ids:
