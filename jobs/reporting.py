@@ -96,6 +96,7 @@ class ProblemGroup:
     label: str
     icon: str
     items: list[dict] = field(default_factory=list)
+    html: str = ""  # the items as list elements, when a page has rendered them
 
 
 def problem_groups(report: dict[str, Any]) -> list[ProblemGroup]:

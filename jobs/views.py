@@ -28,7 +28,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from jobs import analysis, exports, reporting
+from jobs import analysis, exports, report_html, reporting
 from jobs.analysis.judging import problem_counts
 from jobs.forms import UploadForm, max_upload_bytes, too_big_message
 from jobs.models import (
@@ -381,6 +381,8 @@ def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
         .latest_of_run(run.pk)
     )
     groups = reporting.problem_groups(report)
+    for group in groups:
+        group.html = report_html.problem_items(group, PROBLEMS_SHOWN)
     counts = problem_counts(report)
     previous = _previous_report(request, run) if run.status == JobStatus.COMPLETE else None
     change = None
@@ -410,7 +412,9 @@ def run_report(request: HttpRequest, run_id: UUID) -> HttpResponse:
             for key, label, icon, _text in reporting.KINDS
         ],
         "shown": PROBLEMS_SHOWN,
-        "references": references,
+        "reference_rows": report_html.reference_rows(
+            references, any(r.get("resolver") for r in references)
+        ),
         "has_document": run.status == JobStatus.COMPLETE and "citations" in report,
         "doc_html": _document_html(
             AnalysisRun.objects.only("id", "job_id", "doc_html", "report").get(pk=run.pk)
