@@ -5,7 +5,13 @@
   "use strict";
 
   var INITIAL_DELAY_MS = 500;
-  var MAX_DELAY_MS = 5000; // the cap: a long analysis is polled at most every 5 s
+  // The cap: at most every 2 s during the first minute (most analyses end within it, and the
+  // report should open soon after they do), then every 5 s for a long one.
+  var EARLY_MAX_DELAY_MS = 2000;
+  var EARLY_MS = 60000;
+  var MAX_DELAY_MS = 5000;
+  var startedAt = Date.now();
+  function cap() { return Date.now() - startedAt < EARLY_MS ? EARLY_MAX_DELAY_MS : MAX_DELAY_MS; }
   var FACTOR = 1.6;
   var MAX_SAVE_ATTEMPTS = 5;
 
@@ -112,7 +118,7 @@
         draw(job);
         // Exponential backoff up to the cap: a quick job is seen finishing at once, a long one
         // costs the server one request every few seconds.
-        delay = Math.min(MAX_DELAY_MS, delay * FACTOR);
+        delay = Math.min(cap(), delay * FACTOR);
         setTimeout(poll, delay);
       })
       .catch(function (err) {
@@ -120,7 +126,7 @@
           label.textContent = "This analysis cannot be shown (" + err.message + "). Try signing in again.";
           return;
         }
-        delay = Math.min(MAX_DELAY_MS, delay * FACTOR);
+        delay = Math.min(cap(), delay * FACTOR);
         label.textContent = "Connection problem, retrying…";
         setTimeout(poll, delay);
       });
