@@ -128,6 +128,10 @@ def _children() -> dict[str, list[str]]:
             "-",
             "--graceful-timeout",
             "10",
+            # gunicorn's control socket has one path per user ($HOME/.gunicorn/gunicorn.ctl):
+            # two launchers (other data directories, the test suite) would take it from each
+            # other, and nothing here uses it.
+            "--no-control-socket",
         ],
         "worker": [py, manage, "worker"],
         "sweeper": [py, manage, "sweeper"],
