@@ -35,6 +35,7 @@ from django.db import transaction
 
 from jobs import analysis
 from jobs.durable import PermanentError, fan_out, start, task
+from jobs.durable.isolation import BudgetExceeded, run_isolated
 from jobs.models import AnalysisJob, FailureKind, JobCitation, JobStatus
 
 logger = logging.getLogger("jobs.pipeline")
@@ -147,6 +148,25 @@ def requeue(job: AnalysisJob) -> AnalysisJob:
 # --- Steps --------------------------------------------------------------------------------
 
 
+def _isolated(ctx, what: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a child process under the step budgets (ACURIO_STEP_MEMORY_MB,
+    ACURIO_STEP_TIMEOUT_SECONDS): a document past them fails its job with a clear message, the
+    worker lives on, and a cancel kills the computation (jobs.durable.isolation). The step's
+    reads and writes stay here, in its checkpoint transaction."""
+    try:
+        return run_isolated(
+            fn,
+            *args,
+            memory_mb=settings.ACURIO_STEP_MEMORY_MB,
+            timeout=settings.ACURIO_STEP_TIMEOUT_SECONDS,
+            should_stop=ctx.stopped,
+            what=what,
+            **kwargs,
+        )
+    except BudgetExceeded as exc:
+        raise UploadError(f"analysing it needs more than this server allows ({exc}).") from exc
+
+
 def _job_id(ctx) -> int:
     return int(ctx.input["job_id"])
 
@@ -163,8 +183,13 @@ def extract(ctx) -> dict:
     job_id = _job_id(ctx)
     job = _alive_job(job_id, "filename", "upload", "library", "library_filename")
     try:
-        document = analysis.extract(
-            bytes(job.upload), job.filename, max_bytes=settings.ACURIO_MAX_UPLOAD_MB * 1024 * 1024
+        document = _isolated(
+            ctx,
+            "extract",
+            analysis.extract,
+            bytes(job.upload),
+            job.filename,
+            max_bytes=settings.ACURIO_MAX_UPLOAD_MB * 1024 * 1024,
         )
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
@@ -179,10 +204,9 @@ def parse(ctx) -> dict:
     if job.doc_html is None:
         raise UploadError("its extracted text is gone; please upload it again.")
     try:
-        parsed = analysis.parse(job.doc_html)
+        data = _isolated(ctx, "parse", lambda html: analysis.parse(html).to_dict(), job.doc_html)
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
-    data = parsed.to_dict()
     for citation in data["citations"]:
         # The sentence around each marker is a piece of the body: all of them together are a
         # good part of the document again, and nothing downstream needs them (the report page
@@ -202,7 +226,9 @@ def verify(ctx) -> list[dict]:
     parsed = ctx["parsed"]
     ids = list(ctx.chunk)
     citations = [parsed["citations"][i] for i in ids]
-    verdicts = analysis.verify(citations, parsed["references"], parsed["style"])
+    verdicts = _isolated(
+        ctx, "verify", analysis.verify, citations, parsed["references"], parsed["style"]
+    )
     # Checkpoint only what verify added: finalize has the citations themselves in "parsed",
     # so repeating them here would store every marker and its context twice more.
     slim = [{k: v[k] for k in VERDICT_FIELDS if k in v} for v in verdicts]

@@ -36,6 +36,7 @@ import select
 import signal
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -118,7 +119,12 @@ def run_isolated(
     label = what or getattr(fn, "__qualname__", "step")
     limit = _address_space() + int(memory_mb) * MB
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # The worker has threads (its heartbeat): a lock one of them held at the fork stays
+        # held in the child. The child only runs ``fn`` and leaves with os._exit; should it
+        # block on such a lock, the wall clock ends it like any step past its budget.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child
         os.close(read_fd)
         _child(write_fd, fn, args, kwargs, limit)

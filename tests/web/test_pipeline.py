@@ -296,14 +296,14 @@ def test_progress_says_extract_while_the_first_step_runs(user, user_client):
     assert user_client.get(url).json()["progress"]["step"] == "parse"
 
 
-def test_a_lost_worker_out_of_attempts_fails_the_job_via_lease_recovery(user, settings):
+def test_a_lost_worker_past_the_crash_bound_fails_the_job_via_lease_recovery(user, settings):
     from datetime import timedelta
 
     from django.utils import timezone
 
     from jobs.durable import recover_expired_leases
 
-    settings.ACURIO_MAX_ATTEMPTS = 1
+    settings.ACURIO_MAX_CRASHES = 0  # lost leases count as crashes, not attempts
     job = pipeline.submit_analysis(user, "thesis.md", b"# T\n\nBody (Smith, 2020).\n")
     (_step,) = Worker(once=True).claim(1)  # the worker "dies" holding the extract step
     assert recover_expired_leases(now=timezone.now() + timedelta(hours=1)) == 1
