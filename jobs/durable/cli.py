@@ -23,7 +23,12 @@ from jobs.durable import api, inspection, lifecycle, schedules
 from jobs.durable.errors import DurableError
 from jobs.durable.graph import Node, compile_graph
 from jobs.durable.models import InstanceStatus
-from jobs.durable.permissions import check_start, visible_instance
+from jobs.durable.permissions import (
+    check_control,
+    check_may_start,
+    check_start,
+    visible_instance,
+)
 
 MAX_PER_PAGE = 500
 
@@ -78,6 +83,17 @@ def _instance(instance_id: str, user: Any):
         raise CliError(str(exc)) from None
 
 
+def _controlled(instance_id: str, user: Any, verb: str):
+    """The instance, if ``user`` may see it and control it (the admin's rule)."""
+    instance = _instance(instance_id, user)
+    if user is not None:
+        try:
+            check_control(user, verb)
+        except DurableError as exc:
+            raise CliError(str(exc)) from None
+    return instance
+
+
 def start(
     path: str,
     *,
@@ -90,6 +106,12 @@ def start(
     priority: int = 0,
     delay: float | None = None,
 ) -> str:
+    if user is not None:
+        # Before the import: importing (or calling a factory) runs code on the user's behalf.
+        try:
+            check_may_start(user)
+        except DurableError as exc:
+            raise CliError(str(exc)) from None
     workflow = load_workflow(path)
     data = parse_json(input, "--input")
     try:
@@ -103,7 +125,7 @@ def start(
 
 
 def resume(instance_id: str, *, user: Any = None) -> str:
-    instance = _instance(instance_id, user)
+    instance = _controlled(instance_id, user, "resume")
     try:
         lifecycle.resume(instance.pk)
     except DurableError as exc:
@@ -180,7 +202,7 @@ def result(instance_id: str, *, user: Any = None) -> str:
 
 
 def cancel(instance_id: str, *, user: Any = None) -> str:
-    instance = _instance(instance_id, user)
+    instance = _controlled(instance_id, user, "cancel")
     if api.cancel(instance.pk):
         return f"cancelled {instance.pk}"
     return f"{instance.pk} had already finished ({api.status(instance.pk)}); nothing to cancel"
@@ -188,7 +210,7 @@ def cancel(instance_id: str, *, user: Any = None) -> str:
 
 def signal(instance_id: str, name: str, *, data: str | None = None, user: Any = None) -> str:
     payload = parse_json(data, "--data")
-    instance = _instance(instance_id, user)
+    instance = _controlled(instance_id, user, "signal")
     try:
         taken = api.signal(instance.pk, name, payload)
     except DurableError as exc:

@@ -33,6 +33,8 @@ from jobs.durable.models import Instance
 START = "durable.start_workflow"
 USE_SQL = "durable.use_sql_steps"
 USE_HTTP = "durable.use_http_steps"
+# Controlling an instance (cancel, signal, resume): what the admin's controls need.
+CONTROL = "durable.change_instance"
 # Node kinds that need a permission beyond START.
 _KIND_PERMISSIONS = {"sql": USE_SQL, "http": USE_HTTP}
 
@@ -71,6 +73,29 @@ def check_start(user: Any, spec: dict[str, Any]) -> None:
         raise NotPermitted(
             f"user {name!r} may not start this workflow: missing permission"
             f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        )
+
+
+def _name(user: Any) -> str:
+    return getattr(user, "get_username", lambda: str(user))()
+
+
+def check_may_start(user: Any) -> None:
+    """Raise NotPermitted unless ``user`` may start workflows at all: checked before a
+    workflow is imported (``manage.py durable start``), so no code runs for a user who could
+    never start it. The workflow's own needs are checked once it is compiled."""
+    if not user.is_active or not user.has_perm(START):
+        raise NotPermitted(
+            f"user {_name(user)!r} may not start workflows: missing permission {START}"
+        )
+
+
+def check_control(user: Any, verb: str) -> None:
+    """Raise NotPermitted unless ``user`` may control instances (cancel, signal, resume), as
+    the admin's controls require."""
+    if not user.is_active or not user.has_perm(CONTROL):
+        raise NotPermitted(
+            f"user {_name(user)!r} may not {verb} instances: missing permission {CONTROL}"
         )
 
 

@@ -181,3 +181,36 @@ def test_user_permissions_and_ownership(user, other_user):
     listed = ok("list", "--user", "alice")
     assert mine in listed and theirs not in listed
     assert ok("status", mine, "--user", "alice") == "pending"
+
+
+@inprocess
+def test_start_checks_the_permission_before_importing_anything(other_user, tmp_path, monkeypatch):
+    module = tmp_path / "flow_with_side_effects.py"
+    marker = tmp_path / "imported"
+    module.write_text(
+        "import pathlib\n"
+        f"pathlib.Path({str(marker)!r}).touch()  # runs at import\n"
+        "from jobs.durable import task\n"
+        "flow = task('tests.durable.steps.fast')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = fails("start", "flow_with_side_effects.flow", "--user", "bob")
+    assert "may not start workflows: missing permission durable.start_workflow" in message
+    assert not marker.exists(), "nothing was imported for a user without permission"
+    assert not Instance.objects.exists()
+    other_user.user_permissions.add(Permission.objects.get(codename="start_workflow"))
+    assert ok("start", "flow_with_side_effects.flow", "--user", "bob")
+    assert marker.exists()
+
+
+@inprocess
+def test_cancel_and_signal_need_the_admins_control_permission(django_user_model, other_user):
+    staff = django_user_model.objects.create_user("stan", password="pw-stan-123", is_staff=True)
+    iid = str(start(flows.approval, owner=other_user))
+    for args in (("cancel", iid), ("signal", iid, "approval")):
+        message = fails(*args, "--user", "stan")
+        assert "missing permission durable.change_instance" in message
+    assert Instance.objects.get(pk=iid).status == "pending"
+    staff.user_permissions.add(Permission.objects.get(codename="change_instance"))
+    assert ok("signal", iid, "approval", "--user", "stan").startswith("signal 'approval'")
+    assert ok("cancel", iid, "--user", "stan") == f"cancelled {iid}"
