@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.text import smart_split, unescape_string_literal
 
-from jobs.models import AnalysisJob, AnalysisRun, JobStatus, SavedBy
+from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent, SavedBy
 from jobs.sql import FAILED_REASONS, explain_json
 
 # --- Pagination without COUNT(*) -----------------------------------------------------------
@@ -281,9 +281,9 @@ class EventByFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         match self.value():
             case "manual":
-                return queryset.exclude(operator="")
+                return queryset.filter(RunEvent.manual())
             case "sweeper":
-                return queryset.filter(operator="")
+                return queryset.exclude(RunEvent.manual())
         return queryset
 
 

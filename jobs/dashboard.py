@@ -305,7 +305,7 @@ def event_counts(now: datetime) -> dict:
         kind: {"hour": 0, "day": 0, "label": label, "manual_hour": 0, "manual_day": 0}
         for kind, label in RunEventKind.choices
     }
-    manual = ~Q(operator="")
+    manual = RunEvent.manual()
     qs = (
         RunEvent.objects.filter(kind__in=RunEventKind.values, created_at__gte=day)
         .values("kind")
@@ -438,11 +438,10 @@ def hourly_series(now: datetime, hours: int = CHART_HOURS) -> dict[str, list[tup
         AnalysisJob.objects.ghosts().filter(finished_at__gte=first), "finished_at", first
     )
     recorded = _hourly(
-        # The sweeper's own work: manual records name their operator (rows from before
-        # RunEvent.operator existed named the operator as sweeper "admin:<name>").
-        RunEvent.objects.filter(
-            kind=RunEventKind.RECORDED, created_at__gte=first, operator=""
-        ).exclude(sweeper__startswith="admin:"),
+        # The sweeper's own work: manual records are left out.
+        RunEvent.objects.filter(kind=RunEventKind.RECORDED, created_at__gte=first).exclude(
+            RunEvent.manual()
+        ),
         "created_at",
         first,
     )

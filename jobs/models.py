@@ -644,6 +644,12 @@ class RunEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.run_id}"
 
+    @staticmethod
+    def manual() -> Q:
+        """Events of an operator's "record now": ``operator`` set, or, in rows from before
+        that field existed, a sweeper name of "admin:<operator>"."""
+        return ~Q(operator="") | Q(sweeper__startswith="admin:")
+
     @property
     def by(self) -> str:
         """Who did it, as the admin says it: "manual: olga" or "sweeper host:pid"."""

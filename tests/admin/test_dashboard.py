@@ -399,6 +399,8 @@ def test_each_counter_links_to_a_list_of_the_same_number(
     for minutes in (10, 70, 200):
         event(RunEventKind.JUDGED, now - timedelta(minutes=minutes), sweeper="")
     event(RunEventKind.RECORDED, now - timedelta(minutes=5), operator="olivia", sweeper="")
+    # A manual record from before RunEvent.operator: the operator was named as the sweeper.
+    event(RunEventKind.RECORDED, now - timedelta(minutes=7), sweeper="admin:oskar")
     event(RunEventKind.RECORDED, now - timedelta(minutes=6))
     event(RunEventKind.RECORDED, now - timedelta(hours=30))  # older than a day
     content = staff_client.get(reverse(DASHBOARD)).content.decode()
@@ -418,7 +420,8 @@ def test_each_counter_links_to_a_list_of_the_same_number(
     assert checked == 6
     counts = dashboard.event_counts(now)
     assert (counts["judged"]["hour"], counts["judged"]["day"]) == (1, 3)
-    assert (counts["recorded"]["manual_hour"], counts["recorded"]["manual_day"]) == (1, 1)
+    assert (counts["recorded"]["manual_hour"], counts["recorded"]["manual_day"]) == (2, 2)
+    assert (counts["recorded"]["hour"], counts["recorded"]["day"]) == (3, 3)
 
 
 def test_percentile_rejects_a_fraction_outside_0_1():
