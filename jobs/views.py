@@ -1,7 +1,7 @@
 """Views of the jobs app: the user's pages and the JSON API (paths and shapes fixed by DESIGN.md).
 
-Pages: the runs list, the upload page, a job's progress page, the report (HTML and JSON) and its
-re-analyse action. API: ``POST /api/analysis-jobs`` (upload), ``GET /api/analysis-jobs/<id>``
+Pages: My reports (every job, grouped by thesis, with delete), the upload page, a job's progress
+page, the report (HTML and JSON), its marked document, its exports and its re-analyse action. API: ``POST /api/analysis-jobs`` (upload), ``GET /api/analysis-jobs/<id>``
 (progress, polled by the tab) and ``POST /api/analysis-runs`` (the tab's save: the single writer,
 then the judge, ``jobs.runs.save_and_judge``). A user reaches only their own jobs and runs:
 anything else is a 404, so ids of other users' work are not even confirmed to exist.
