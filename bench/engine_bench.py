@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import shlex
@@ -65,7 +66,9 @@ from bench.peers.common import dsn, url  # noqa: E402
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 ANALYSIS_MARKER = "<!-- analysis: kept across runs -->"
-DB_PREFIX = "acurio_bench_"
+# Another engineer benchmarking on the same server at the same time sets BENCH_DB_PREFIX so
+# that neither run drops the other's databases.
+DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "acurio_bench_")
 
 
 # --- peers -------------------------------------------------------------------------------
@@ -747,6 +750,51 @@ def write_report(path: Path, body: str) -> None:
     path.write_text(body + ("\n" + kept if kept else ""))
 
 
+def run_start_cases(peer: Peer, config: str, logdir: Path) -> str:
+    """The engine's start, start_many, latency and priority cases, as a report section."""
+    load_before = os.getloadavg()
+    done = subprocess.run(
+        [PY, "-m", "bench.peers.engine_starts", config],
+        cwd=peer.cwd,
+        env=peer.env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    (logdir / "engine-starts.log").write_text(done.stdout + done.stderr)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return f"\n## Engine starts, latency, priority\n\nFAILED: {last}\n"
+    r = json.loads(lines[-1][len("RESULT ") :])
+    load_after = os.getloadavg()
+    return "\n".join(
+        [
+            "",
+            "## Engine starts, latency, priority (bench/peers/engine_starts.py)",
+            "",
+            "| case | figure | target |",
+            "|---|---|---|",
+            f"| `start()` one by one ({r['start']['count']:,} 1-step workflows, a transaction"
+            f" each) | {r['start']['per_s']:,.0f} workflows/s | ≥ 1,500/s |",
+            f"| `start_many()` ({r['start_many']['count']:,} in one call) |"
+            f" {r['start_many']['per_s']:,.0f} workflows/s | ≥ 15,000/s |",
+            f"| start → first step claimed, idle worker ({r['latency']['samples']} starts) |"
+            f" median {r['latency']['median_ms']:.1f} ms, p90 {r['latency']['p90_ms']:.1f} ms,"
+            f" max {r['latency']['max_ms']:.1f} ms | median ≤ 10 ms |",
+            f"| priority 9 1-step workflow behind a {r['priority']['chunks']}-chunk fan-out"
+            f" (10 ms chunks, {r['priority']['workers']} workers) |"
+            f" done in {r['priority']['urgent_s']:.3f} s with"
+            f" {r['priority']['chunks_still_waiting']} chunks still waiting"
+            f" (fan-out {r['priority']['fan_out_s']:.1f} s) | ≤ 0.3 s |",
+            "",
+            f"Load average (1/5/15 min) before: {' / '.join(f'{x:.2f}' for x in load_before)},"
+            f" after: {' / '.join(f'{x:.2f}' for x in load_after)}.",
+            "",
+        ]
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -762,6 +810,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=2400, help="seconds per case")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "engine.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--start-cases",
+        default='{"starts": 3000, "start_many": 20000, "latency_samples": 200,'
+        ' "priority_chunks": 400}',
+        help="JSON for the engine's start, latency and priority cases"
+        " (bench/peers/engine_starts.py); 'off' skips them",
+    )
     args = parser.parse_args(argv)
     command = shlex.join(["python", "bench/engine_bench.py", *(argv or sys.argv[1:])])
     worker_counts = [int(w) for w in args.workers.split(",")]
@@ -856,9 +911,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         ),
                         flush=True,
                     )
+        start_section = ""
+        if "engine" in peers and args.start_cases != "off":
+            if "engine" not in prepared:
+                set_up("engine", peers["engine"])
+            if "engine" not in skipped:
+                start_section = run_start_cases(peers["engine"], args.start_cases, logdir)
+                print(start_section, flush=True)
         env_lines = environment_lines(engine_source)
     finished = dt.datetime.now(dt.UTC)
     body = render(peers, results, skipped, worker_counts, command, started, finished, env_lines)
+    body += start_section
     print()
     print(body)
     if not args.no_write:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -227,7 +228,10 @@ def create(
             continue
         notify = notify or txn.notify
     graph_json = json.dumps(options.spec)
-    with transaction.atomic():
+    # One statement is atomic on its own: outside the caller's transaction, and with nothing
+    # to activate the ordinary way, it is sent in autocommit (one round trip, no BEGIN).
+    alone = not unplanned and not transaction.get_connection().in_atomic_block
+    with nullcontext() if alone else transaction.atomic():
         created = {
             row[0]
             for row in execute_prepared(
