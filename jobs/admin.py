@@ -517,6 +517,7 @@ class JobCitationAdmin(BigTableAdmin):
 class SweeperHeartbeatAdmin(admin.ModelAdmin):
     list_display = [
         "name",
+        "state",
         "started_at",
         "last_tick_at",
         "last_backstop_at",
@@ -524,6 +525,12 @@ class SweeperHeartbeatAdmin(admin.ModelAdmin):
         "tick_seconds",
         "stopped_at",
     ]
+
+    @admin.display(description="state")
+    def state(self, obj: SweeperHeartbeat) -> str:
+        # As the dashboard says it; a gone row is deleted by the sweepers after
+        # SweeperHeartbeat.EXPIRY_TICKS of its ticks of silence.
+        return dashboard.sweeper_state(obj, timezone.now())
 
 
 @admin.register(RunEvent)

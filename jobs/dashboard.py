@@ -239,6 +239,16 @@ def ghosts(now: datetime, grace: timedelta, window: timedelta, limit: int = LIST
 # --- Sweeper health -----------------------------------------------------------------------
 
 
+def sweeper_state(hb: SweeperHeartbeat, now: datetime) -> str:
+    """ "stopped" (drained), "alive" (ticked within MISSED_TICKS of its ticks) or "gone"."""
+    if hb.stopped_at is not None:
+        return "stopped"
+    limit = timedelta(seconds=hb.tick_seconds * MISSED_TICKS)
+    if hb.last_tick_at is not None and now - hb.last_tick_at <= limit:
+        return "alive"
+    return "gone"
+
+
 def sweepers(now: datetime) -> dict:
     """One row per sweeper process with its state; ``banner`` when none ticked for 3 ticks.
 
@@ -252,13 +262,7 @@ def sweepers(now: datetime) -> dict:
         Q(stopped_at__isnull=True) | Q(stopped_at__gte=now - STOPPED_VISIBLE)
     ).order_by("-last_tick_at", "name")
     for hb in qs:
-        limit = timedelta(seconds=hb.tick_seconds * MISSED_TICKS)
-        if hb.stopped_at is not None:
-            state = "stopped"
-        elif hb.last_tick_at is not None and now - hb.last_tick_at <= limit:
-            state = "alive"
-        else:
-            state = "gone"
+        state = sweeper_state(hb, now)
         tick_age = _age(now, hb.last_tick_at)
         silent_since = hb.last_tick_at or hb.started_at
         expires = silent_since + timedelta(seconds=hb.tick_seconds * SweeperHeartbeat.EXPIRY_TICKS)

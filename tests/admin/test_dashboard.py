@@ -600,3 +600,11 @@ def test_the_page_follows_the_window_and_grace_settings(settings, place_job, now
     assert data["in_flight"]["total"] == 1
     assert (data["ghosts"]["within_grace"], data["ghosts"]["past_grace"]) == (2, 1)
     assert data["ghosts"]["outside_window"] == 2
+
+
+def test_the_heartbeat_list_says_which_sweepers_are_gone(staff_client, heartbeat, now):
+    heartbeat("alive:1", tick_age=10, now=now)
+    heartbeat("killed:2", tick_age=400, now=now)
+    page = staff_client.get(reverse("admin:jobs_sweeperheartbeat_changelist")).content.decode()
+    assert re.search(r"alive:1</a></th><td class=\"field-state\">alive<", page)
+    assert re.search(r"killed:2</a></th><td class=\"field-state\">gone<", page)
