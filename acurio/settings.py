@@ -316,8 +316,16 @@ ACURIO_JUDGE_MAX_ATTEMPTS = env.int("ACURIO_JUDGE_MAX_ATTEMPTS", default=4)
 # The contact address sent to the resolver (Crossref asks polite clients for one).
 ACURIO_RESOLVER_MAILTO = env.str("ACURIO_RESOLVER_MAILTO", default="support@acurio.invalid")
 ACURIO_MAX_UPLOAD_MB = env.int("ACURIO_MAX_UPLOAD_MB", default=50)
-# Host patterns (fnmatch) that durable http() steps may call; none by default.
+# Host patterns (fnmatch) that durable http() steps may call; none by default. A host alone
+# means ports 80/443; host:port, host:*, [v6]:port (jobs/durable/hostpatterns.py).
 ACURIO_HTTP_ALLOW = env.list("ACURIO_HTTP_ALLOW", default=[])
+try:
+    # A malformed pattern stops every process here, with one line (not a failing step later).
+    from jobs.durable.hostpatterns import PatternError, parse_patterns
+
+    parse_patterns(ACURIO_HTTP_ALLOW)
+except PatternError as _exc:
+    _fatal(f"ACURIO_HTTP_ALLOW: {_exc}")
 
 # Uploads above this stream to a temporary file instead of memory; the hard cap is enforced
 # by the upload view with a clear message.

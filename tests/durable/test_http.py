@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 
-from jobs.durable import DefinitionError, Worker, http, result, start, status, task
+from jobs.durable import DefinitionError, PermanentError, Worker, http, result, start, status, task
+from jobs.durable.hostpatterns import PatternError, parse_pattern
 from jobs.durable.kinds.http import HttpKind, host_allowed, idempotency_key, retry_after
 from jobs.durable.models import Instance, Step
-from tests.durable.support import T0
+from tests.durable.support import T0, run_manage
 
 pytestmark = pytest.mark.django_db
 
@@ -155,10 +157,48 @@ def test_nothing_is_allowed_by_default(settings):
         ("http://127.0.0.1:8080/", ["127.0.0.1:8080"], True),
         ("http://127.0.0.1:8081/", ["127.0.0.1:8080"], False),
         ("https://API.Example.org/", ["api.example.org"], True),
+        # a host alone: its default ports only
+        ("http://api.example.org/", ["api.example.org"], True),
+        ("http://api.example.org:8080/", ["api.example.org"], False),
+        ("http://127.0.0.1:9999/", ["127.0.0.1:*"], True),
+        # IPv6 in brackets
+        ("http://[::1]:8765/", ["[::1]:8765"], True),
+        ("http://[::1]:8766/", ["[::1]:8765"], False),
+        ("https://[2001:db8::1]/", ["[2001:db8::*]"], True),
+        ("http://[::1]/", ["api.example.org", "[::1]"], True),
     ],
 )
 def test_host_patterns(url, patterns, allowed):
     assert host_allowed(url, patterns) is allowed
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("https://api.example.org", "no scheme, path or spaces"),
+        ("api.example.org/v1", "no scheme, path or spaces"),
+        ("::1", "write an IPv6 address in brackets"),
+        ("[::1", "opens '[' without closing it"),
+        ("[::1]8765", "only ':port' may follow ']'"),
+        ("host:http", "the port must be 1..65535"),
+        ("host:70000", "the port must be 1..65535"),
+        ("", "an empty host pattern"),
+    ],
+)
+def test_malformed_patterns_are_named(pattern, message):
+    with pytest.raises(PatternError, match=re.escape(message)):
+        parse_pattern(pattern)
+    with pytest.raises(PermanentError, match="ACURIO_HTTP_ALLOW"):
+        host_allowed("https://api.example.org/", [pattern])
+
+
+def test_a_malformed_pattern_stops_the_process_at_start_with_one_line():
+    done = run_manage("check", ACURIO_HTTP_ALLOW="api.example.org,https://x.org/")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "acurio: ACURIO_HTTP_ALLOW: host pattern 'https://x.org/' must be a host or host:port"
+        " (no scheme, path or spaces)"
+    )
 
 
 def test_retry_after_forms():

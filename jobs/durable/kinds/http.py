@@ -19,14 +19,14 @@ The URL's path and query may hold ``%(name)s`` placeholders, replaced by named r
 the host is always written out, so the allow-list below can be reasoned about.
 
 Destinations must match a host pattern of ``settings.ACURIO_HTTP_ALLOW`` (fnmatch, e.g.
-``api.example.org``, ``*.example.org``, ``127.0.0.1:8080``; none by default). Any other host
+``api.example.org`` — ports 80 and 443 only —, ``*.example.org``, ``127.0.0.1:8080``,
+``[::1]:8765``, ``host:*``; none by default; :mod:`jobs.durable.hostpatterns`). Any other host
 fails the step at once with a clear error. Redirects are not followed (a redirect could lead
 to a host that is not allowed); a 3xx is returned as a result.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import threading
 import time
@@ -44,6 +44,7 @@ from jobs.durable import statements
 from jobs.durable.context import Context
 from jobs.durable.errors import PermanentError, RetryLater
 from jobs.durable.graph import BUILTIN_NAMES, PARAM_RE
+from jobs.durable.hostpatterns import PatternError, parse_patterns, url_allowed
 from jobs.durable.kinds.base import Kind, register
 
 __all__ = ["HttpKind", "host_allowed", "idempotency_key", "retry_after"]
@@ -67,18 +68,16 @@ def render_url(url: str, ctx: Context) -> str:
 
 
 def host_allowed(url: str, patterns: list[str] | None = None) -> bool:
-    """Whether ``url``'s host (or ``host:port``) matches an allowed pattern."""
+    """Whether ``url``'s host and port match an allowed pattern (jobs.durable.hostpatterns:
+    a host alone allows ports 80 and 443, ``host:*`` every port, ``[v6]:port`` an IPv6
+    address). The settings were checked when they loaded; a malformed pattern given here is
+    a PermanentError."""
     if patterns is None:
         patterns = list(getattr(settings, "ACURIO_HTTP_ALLOW", []))
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    for pattern in patterns:
-        pattern = pattern.strip().lower()
-        subject = f"{host}:{port}" if ":" in pattern else host
-        if pattern and fnmatch.fnmatchcase(subject, pattern):
-            return True
-    return False
+    try:
+        return url_allowed(url, parse_patterns(patterns))
+    except PatternError as exc:
+        raise PermanentError(f"ACURIO_HTTP_ALLOW: {exc}") from exc
 
 
 def idempotency_key(instance_id: uuid.UUID, step_key: str) -> str:
