@@ -8,9 +8,11 @@ from datetime import date, timedelta
 import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs import charts, dashboard
-from jobs.models import AnalysisJob, JobStatus, RunEventKind
+from jobs.models import AnalysisJob, AnalysisRun, JobStatus, RunEvent, RunEventKind, SavedBy
+from jobs.runs import record_jobs, save_and_judge
 
 pytestmark = pytest.mark.django_db
 
@@ -608,3 +610,20 @@ def test_the_heartbeat_list_says_which_sweepers_are_gone(staff_client, heartbeat
     page = staff_client.get(reverse("admin:jobs_sweeperheartbeat_changelist")).content.decode()
     assert re.search(r"alive:1</a></th><td class=\"field-state\">alive<", page)
     assert re.search(r"killed:2</a></th><td class=\"field-state\">gone<", page)
+
+
+def test_every_judgment_counts_as_judged_whoever_saved_the_run(staff_client, make_job):
+    """A tab's save is judged at once, not by the judge backstop: its judgment is counted too
+    (the dashboard used to say "judged 0/0" while every run was judged)."""
+    tab = make_job()
+    save_and_judge(AnalysisJob.objects.filter(pk=tab.pk), SavedBy.CLIENT)
+    closed = make_job()
+    record_jobs([closed.pk], sweeper_name="host:1")
+    assert not AnalysisRun.objects.unjudged().exists()
+
+    counts = dashboard.event_counts(timezone.now())
+    assert (counts["judged"]["hour"], counts["recorded"]["hour"]) == (2, 1)
+    judged = RunEvent.objects.filter(kind=RunEventKind.JUDGED)
+    assert {e.details["source"] for e in judged} == {"save", "sweeper"}
+    content = staff_client.get(reverse(DASHBOARD)).content.decode()
+    assert re.search(r'id="card-judged">judged 2/2 ', content)
