@@ -73,6 +73,7 @@ from jobs.durable.errors import (
     WorkflowNotFinished,
 )
 from jobs.durable.graph import (
+    call,
     fan_out,
     http,
     loop,
@@ -135,6 +136,7 @@ __all__ = [
     "WorkflowHandle",
     "WorkflowIdConflict",
     "WorkflowNotFinished",
+    "call",
     "cancel",
     "cancel_where",
     "current_step",

@@ -204,10 +204,11 @@ class FanOut(Node):
 
     def __init__(self, step: Node, *, over: str, chunk: int = 1) -> None:
         step = check_node(step)
-        if step.kind not in ("task", "sql"):
-            # Children of a fan-out are single checkpointed steps: a composite body would need
-            # per-chunk scoping of its named results, which the engine does not offer.
-            raise DefinitionError("fan_out() runs a single task or sql step per chunk")
+        if step.kind not in ("task", "sql", "call"):
+            # Children of a fan-out are single checkpointed steps; a whole sub-workflow runs
+            # per chunk as a child instance of its own (call()), whose named results are its
+            # own, with the chunk as its input.
+            step = Call(step)
         if not isinstance(over, str) or not NAME_RE.match(over):
             raise DefinitionError(f"fan_out(over={over!r}) must name an earlier result")
         if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
@@ -223,6 +224,43 @@ class FanOut(Node):
             "chunk": self.chunk,
             "children": [c.spec() for c in self.children],
         }
+
+
+class Call(Node):
+    """A child workflow: a step that starts ``workflow`` as an instance of its own and whose
+    result is that instance's result (see :mod:`jobs.durable.kinds.children`)."""
+
+    kind = "call"
+
+    def __init__(self, workflow: Node, *, input_from: str | None = None, **options: Any) -> None:
+        self.workflow = as_workflow(workflow)
+        if input_from is not None and (
+            not isinstance(input_from, str) or not NAME_RE.match(input_from)
+        ):
+            raise DefinitionError(f"call(input_from={input_from!r}) must name a result")
+        self.input_from = input_from
+        self.opts = step_options(options)
+
+    def spec(self) -> dict[str, Any]:
+        spec = {
+            **self._base(),
+            "graph": compile_graph(self.workflow),
+            "input_from": self.input_from,
+            "opts": dict(self.opts),
+        }
+        if self.input_from and self.input_from not in BUILTIN_NAMES:
+            spec["refs"] = [self.input_from]
+        return spec
+
+
+def call(workflow: Node, *, input_from: str | None = None, **options: Any) -> Call:
+    """Run ``workflow`` as a child instance and bind its result (``.as_()`` names it).
+
+    The child's input is the result named ``input_from`` (``"input"``: this instance's
+    input); without it, a fan-out chunk's items in a ``fan_out``, else this instance's input.
+    A failed or cancelled child fails this step. ``fan_out(workflow, over=...)`` wraps a
+    whole sub-workflow in ``call()`` for you: one child instance per chunk."""
+    return Call(workflow, input_from=input_from, **options)
 
 
 def task(path: str | Callable[..., Any], **options: Any) -> Task:

@@ -36,7 +36,7 @@ from jobs.durable.db import decode_json, execute_prepared
 from jobs.durable.engine import Txn
 from jobs.durable.errors import DefinitionError, WorkflowIdConflict
 from jobs.durable.graph import Node, as_workflow, compile_graph, iter_spec
-from jobs.durable.kinds import get_kind
+from jobs.durable.kinds import children, get_kind
 from jobs.durable.models import Instance, instance_pk_for
 from jobs.durable.permissions import check_start
 from jobs.durable.queues import DEFAULT_QUEUE, check_priority, check_queue_name
@@ -297,3 +297,29 @@ def _check_same(
             raise WorkflowIdConflict(
                 f"workflow id {workflow_id!r} is taken by an instance with another input"
             )
+
+
+def start_child(
+    parent_id: uuid.UUID, step_id: int, workflow_id: str, spec: dict[str, Any], input: Any
+) -> None:
+    """Create the child instance of a ``call`` step (see :mod:`jobs.durable.kinds.children`):
+    the parent's owner, queue and priority, the parent recorded; an existing child with the
+    same id (an earlier attempt's) is kept."""
+    owner_id, queue, priority, label = Instance.objects.values_list(
+        "owner_id", "queue", "priority", "label"
+    ).get(pk=parent_id)
+    options = StartOptions(
+        spec=spec,
+        label=f"{label} (child)" if label else "child",
+        owner_id=owner_id,
+        on_failure="",
+        queue=queue,
+        priority=priority,
+        run_at=None,
+        parent_instance=parent_id,
+        parent_step_id=step_id,
+    )
+    create(options, [input], [workflow_id])
+
+
+children.starter = start_child

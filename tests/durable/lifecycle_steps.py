@@ -29,3 +29,12 @@ def second(ctx):
 def third(ctx):
     record_row(ctx, "third")
     return "third"
+
+
+def sum_input(ctx):
+    """A child workflow's first step: the sum of its input (a fan-out chunk's items)."""
+    return sum(ctx.input)
+
+
+def s_plus_one(ctx):
+    return ctx["s"] + 1

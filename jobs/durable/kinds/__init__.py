@@ -7,7 +7,8 @@ Importing this package loads every kind once, so :func:`get_kind` knows them all
 * :mod:`~jobs.durable.kinds.composites` — ``seq``, ``all`` and ``fan_out``;
 * :mod:`~jobs.durable.kinds.control` — ``race``, ``when`` and ``loop``;
 * :mod:`~jobs.durable.kinds.timers` — ``sleep``, ``wait_for_schedule``, ``wait_for_signal``;
-* :mod:`~jobs.durable.kinds.http` — ``http``.
+* :mod:`~jobs.durable.kinds.http` — ``http``;
+* :mod:`~jobs.durable.kinds.children` — ``call`` (child workflows).
 
 The modules of this package import :mod:`~jobs.durable.kinds.base`, never this package, so
 loading them here makes no import cycle.
@@ -15,7 +16,7 @@ loading them here makes no import cycle.
 
 from __future__ import annotations
 
-from jobs.durable.kinds import composites, control, http, leaves, timers
+from jobs.durable.kinds import children, composites, control, http, leaves, timers
 from jobs.durable.kinds.base import (
     Kind,
     composite_kinds,
@@ -27,6 +28,7 @@ from jobs.durable.kinds.base import (
 
 __all__ = [
     "Kind",
+    "children",
     "composite_kinds",
     "composites",
     "control",

@@ -1,0 +1,96 @@
+"""Child workflows: ``call(workflow)`` and ``fan_out`` of a whole sub-workflow.
+
+A ``call`` step runs outside any transaction (like ``http``): its first attempt starts the
+child instance — its graph was compiled into the parent's at start, so a deploy changes
+neither — and goes back to waiting; later attempts read the child's status: its result
+completes the step, a failed or cancelled child fails it (a permanent error), an unfinished
+one sends the step back to waiting. Waiting uses no retry attempt (``RetryLater`` with
+``counts=False``) and polls with a growing pause (``poll_delay``, at most
+``MAX_POLL_SECONDS``).
+
+Exactly one child per step: its workflow id is derived from the parent step
+(``child:<instance>:<step>``), so an attempt that started the child and crashed before going
+back to waiting finds that child again instead of starting another (the id is the child's
+primary key). The child copies the parent's owner, queue and priority and records its parent
+(``parent_instance``, ``parent_step_id``): purging the parent purges it too.
+
+How a child is created is the launcher's business (:mod:`jobs.durable.launch`, which sets
+:data:`starter` when it is loaded); this module only asks, so the kinds need no import of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jobs.durable.context import Context
+from jobs.durable.errors import DefinitionError, PermanentError, RetryLater
+from jobs.durable.graph import iter_spec
+from jobs.durable.kinds.base import Kind, get_kind, register
+from jobs.durable.models import Instance, instance_pk_for
+
+MAX_POLL_SECONDS = 2.0
+
+# fn(parent_id, step_id, workflow_id, spec, input) -> None: create the child instance.
+starter: Callable[..., None] | None = None
+
+
+def child_workflow_id(instance_id: Any, step_id: int) -> str:
+    return f"child:{instance_id}:{step_id}"
+
+
+def poll_delay(attempt: int) -> float:
+    return min(MAX_POLL_SECONDS, 0.05 * 2 ** min(attempt, 6))
+
+
+@register
+class CallKind(Kind):
+    name = "call"
+    leaf = True
+    transactional = False
+
+    def check(self, node: dict[str, Any]) -> None:
+        if not isinstance(node.get("graph"), dict):
+            raise DefinitionError("call(): no child workflow stored")
+        for child in iter_spec(node["graph"]):
+            get_kind(child["kind"]).check(child)
+
+    def execute(self, ctx: Context, node: dict[str, Any]) -> Any:
+        workflow_id = child_workflow_id(ctx.instance_id, ctx.step_id)
+        row = (
+            Instance.objects.filter(pk=instance_pk_for(workflow_id))
+            .values_list("status", "result", "error")
+            .first()
+        )
+        if row is None:
+            if starter is None:
+                raise RuntimeError("jobs.durable.launch is not loaded: cannot start a child")
+            starter(
+                ctx.instance_id, ctx.step_id, workflow_id, node["graph"], child_input(ctx, node)
+            )
+            raise RetryLater("child workflow started", poll_delay(ctx.attempt), counts=False)
+        status, result, error = row
+        if status == "completed":
+            return result
+        if status in ("failed", "cancelled"):
+            raise PermanentError(f"child workflow {workflow_id} {status}: {error}")
+        raise RetryLater("child workflow unfinished", poll_delay(ctx.attempt), counts=False)
+
+    def describe(self, node: dict[str, Any]) -> str:
+        label = "call (child workflow)"
+        return f"{node['name']} ({label})" if node["name"] else label
+
+
+def child_input(ctx: Context, node: dict[str, Any]) -> Any:
+    name = node.get("input_from")
+    if name is None:
+        return ctx.chunk if ctx.chunk_index is not None else ctx.input
+    if name == "input":
+        return ctx.input
+    if name == "chunk":
+        return ctx.chunk
+    if name == "chunk_index":
+        return ctx.chunk_index
+    if name == "instance_id":
+        return str(ctx.instance_id)
+    return ctx[name]
