@@ -29,7 +29,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -43,7 +43,7 @@ from jobs.durable.api import cancel, signal
 from jobs.durable.errors import DurableError
 from jobs.durable.graph import NAME_RE, iter_spec
 from jobs.durable.inspection import explain, waits
-from jobs.durable.models import INSTANCE_FINISHED, Instance, InstanceStatus
+from jobs.durable.models import INSTANCE_FINISHED, Instance, InstanceStatus, Step
 from jobs.durable.permissions import can_see
 
 # Verbs the instance page offers when the engine exports them (``jobs.durable.<verb>(id)``):
@@ -60,13 +60,41 @@ def offered_verbs() -> dict[str, tuple[str, str, tuple[str, ...]]]:
 
 
 def step_errors(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every node of an explained graph that carries an error, in graph order."""
+    """Every node of an explained graph that carries an error (or logged failed attempts and
+    lost leases), in graph order."""
     found = []
-    if node.get("error"):
+    if node.get("error") or node.get("attempt_log"):
         found.append(node)
     for child in node.get("children", ()):
         found.extend(step_errors(child))
     return found
+
+
+def versions_in_flight() -> list[dict[str, Any]]:
+    """The code versions of unfinished instances (the version that started them) with their
+    counts, most first: more than one means a deploy is mixing versions (two small queries on
+    indexed columns of unfinished rows)."""
+    counts = (
+        Instance.objects.unfinished()
+        .values("code_version")
+        .annotate(instances=Count("id"))
+        .order_by("-instances")
+    )
+    running = dict(
+        Step.objects.filter(status="running", lease_expires_at__isnull=False)
+        .values_list("code_version")
+        .annotate(n=Count("id"))
+    )
+    rows = [
+        {"version": row["code_version"] or "(unknown)", "instances": row["instances"],
+         "running_steps": running.pop(row["code_version"], 0)}
+        for row in counts
+    ]  # fmt: skip
+    rows += [
+        {"version": v or "(unknown)", "instances": 0, "running_steps": n}
+        for v, n in running.items()
+    ]
+    return rows
 
 
 class SignalForm(forms.Form):
@@ -187,6 +215,10 @@ class InstanceAdmin(admin.ModelAdmin):
             extra_context = {**(extra_context or {}), **self.page_context(request, instance)}
         return super().change_view(request, object_id, form_url, extra_context)
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        extra_context = {**(extra_context or {}), "versions_in_flight": versions_in_flight()}
+        return super().changelist_view(request, extra_context)
+
     def page_context(self, request: HttpRequest, instance: Instance) -> dict[str, Any]:
         """The page's controls, graph, step errors and waits (three small queries)."""
         explained = explain(instance.id)
@@ -202,6 +234,7 @@ class InstanceAdmin(admin.ModelAdmin):
         return {
             "explained": explained,
             "step_errors": step_errors(explained["graph"]),
+            "code_version": instance.code_version,
             "open_waits": open_waits,
             "control": control,
             "can_cancel": control and not finished,

@@ -70,14 +70,27 @@ def explain(instance_id: uuid.UUID | str) -> dict[str, Any]:
 
     Returns ``{"id", "label", "status", "error", "created_at", "started_at", "finished_at",
     "graph": node, "text": str}`` where each node is ``{"id", "kind", "label", "name",
-    "state", "attempts", "started_at", "finished_at", "seconds", "error", "children",
-    "chunks"}`` (``state`` is ``"not started"`` for nodes not yet reached; ``chunks`` counts a
-    fan-out's children by state). ``text`` draws the same tree for a terminal.
+    "state", "attempts", "crashes", "code_version", "attempt_log", "started_at",
+    "finished_at", "seconds", "error", "children", "chunks"}`` (``state`` is ``"not started"``
+    for nodes not yet reached; ``chunks`` counts a fan-out's children by state). ``attempts``
+    counts the runs that ended (a lost lease is a crash, counted apart); ``attempt_log`` holds
+    every failed attempt and lost lease with its error and traceback (bounded, latest last).
+    ``text`` draws the same tree for a terminal.
     """
     instance = Instance.objects.find(instance_id)
     steps: dict[int, list[Step]] = {}
     for step in instance.steps.order_by("id").only(
-        "id", "node_id", "status", "attempts", "started_at", "finished_at", "error", "parent_id"
+        "id",
+        "node_id",
+        "status",
+        "attempts",
+        "crashes",
+        "code_version",
+        "attempt_log",
+        "started_at",
+        "finished_at",
+        "error",
+        "parent_id",
     ):
         steps.setdefault(step.node_id, []).append(step)
 
@@ -90,6 +103,9 @@ def explain(instance_id: uuid.UUID | str) -> dict[str, Any]:
             "name": node.get("name", ""),
             "state": "not started",
             "attempts": 0,
+            "crashes": 0,
+            "code_version": "",
+            "attempt_log": [],
             "started_at": None,
             "finished_at": None,
             "seconds": None,
@@ -102,7 +118,9 @@ def explain(instance_id: uuid.UUID | str) -> dict[str, Any]:
             for row in rows:
                 counts[row.status] = counts.get(row.status, 0) + 1
             info["chunks"] = counts
-            info["attempts"] = sum(row.attempts for row in rows)
+            info["attempts"] = sum(row.attempts - row.crashes for row in rows)
+            info["crashes"] = sum(row.crashes for row in rows)
+            info["attempt_log"] = [entry for row in rows for entry in row.attempt_log or []]
             info["error"] = next((row.error for row in rows if row.error), "")
             if rows:
                 info["state"] = _summary_state(counts)
@@ -113,7 +131,10 @@ def explain(instance_id: uuid.UUID | str) -> dict[str, Any]:
             row = rows[-1]
             info.update(
                 state=row.status,
-                attempts=row.attempts,
+                attempts=row.attempts - row.crashes,
+                crashes=row.crashes,
+                code_version=row.code_version,
+                attempt_log=list(row.attempt_log or []),
                 started_at=row.started_at,
                 finished_at=row.finished_at,
                 error=row.error,
@@ -167,12 +188,24 @@ def _explain_text(data: dict[str, Any]) -> str:
             parts.append(", ".join(f"{n} {s}" for s, n in sorted(node["chunks"].items())))
         if node["attempts"] > 1 or (node["attempts"] and get_kind(node["kind"]).leaf):
             parts.append(f"attempts {node['attempts']}")
+        if node["crashes"]:
+            parts.append(f"crashes {node['crashes']}")
+        if node["code_version"]:
+            parts.append(f"version {node['code_version']}")
         if node["seconds"] is not None:
             parts.append(f"{node['seconds']:.3f}s")
         if node["error"]:
             parts.append(f"error: {node['error']}")
         lines.append(prefix + branch + " · ".join(parts))
         child_prefix = prefix + ("" if root else ("   " if last else "│  "))
+        for entry in node["attempt_log"]:
+            # Every failed attempt and lost lease, with its traceback, under its step.
+            lines.append(
+                f"{child_prefix}   ! {entry.get('kind', 'error')} on attempt"
+                f" {entry.get('attempt')} at {entry.get('at', '')}: {entry.get('error', '')}"
+            )
+            for tb_line in (entry.get("traceback") or "").rstrip().splitlines():
+                lines.append(f"{child_prefix}     {tb_line}")
         children = node["children"]
         for i, child in enumerate(children):
             walk(child, child_prefix, i == len(children) - 1, False)

@@ -57,3 +57,32 @@ def test_admin_refuses_adding_instances_by_hand(staff_client):
 def test_admin_needs_staff(user_client):
     response = user_client.get(reverse("admin:durable_instance_changelist"))
     assert response.status_code == 302
+
+
+def test_instance_page_shows_crashes_and_every_attempts_traceback(staff_client, settings):
+    import time_machine
+
+    from jobs.durable import recover_expired_leases
+
+    with time_machine.travel("2026-01-05 10:00:00Z", tick=False) as clock:
+        iid = start(task(S + "fail_first", max_attempts=3), input={"fail_times": 2})
+        Worker(worker_id="doomed", lease_seconds=5).claim()
+        clock.shift(6)
+        recover_expired_leases()
+        Worker(chain=False).run_one()  # attempt 2 raises
+    page = staff_client.get(reverse("admin:durable_instance_change", args=[iid])).content.decode()
+    assert "<span>crashes 1</span>" in page
+    assert "crash on attempt 1" in page and "error on attempt 2" in page
+    assert "RuntimeError: transient failure on attempt 2" in page  # the traceback
+    assert "Started by code version" in page
+
+
+def test_instance_list_shows_mixed_code_versions(staff_client, flows):
+    from jobs.durable.models import Instance
+
+    url = reverse("admin:durable_instance_changelist")
+    assert "Mixed code versions" not in staff_client.get(url).content.decode()
+    newer = start(task(S + "record"))
+    Instance.objects.filter(pk=newer).update(code_version="rel-2")
+    page = staff_client.get(url).content.decode()
+    assert "Mixed code versions in flight" in page and "rel-2 (1 unfinished instance" in page

@@ -14,7 +14,7 @@ import time_machine
 from django.db import connection
 from django.utils import timezone
 
-from jobs.durable import Worker, recover_expired_leases, result, start, status, task
+from jobs.durable import Worker, explain, recover_expired_leases, result, start, status, task
 from jobs.durable.engine import Txn
 from jobs.durable.models import Instance, Step
 from jobs.durable.state import Graph, Transitions
@@ -101,6 +101,12 @@ def test_a_step_survives_crashes_then_completes_with_its_errors_still_counted(se
     error = step.attempt_log[-1]
     assert "transient failure on attempt 3" in error["error"] and error["attempt"] == 3
     assert "Traceback" in error["traceback"] and "fail_first" in error["traceback"]
+    node = explain(iid)["graph"]
+    assert (node["attempts"], node["crashes"], len(node["attempt_log"])) == (2, 2, 3)
+    text = explain(iid)["text"]
+    assert "attempts 2 · crashes 2" in text
+    assert "! crash on attempt 1" in text and "! error on attempt 3" in text
+    assert "RuntimeError: transient failure on attempt 3" in text  # the traceback's last line
 
 
 def test_recovered_then_reclaimed_step_never_takes_the_stale_checkpoint():
