@@ -298,6 +298,8 @@ ACURIO_DOC_HTML_TTL_HOURS = env.float("ACURIO_DOC_HTML_TTL_HOURS", default=24)
 ACURIO_INFLIGHT_WINDOW_MINUTES = env.int("ACURIO_INFLIGHT_WINDOW_MINUTES", default=60)
 ACURIO_LEASE_SECONDS = env.float("ACURIO_LEASE_SECONDS", default=60)
 ACURIO_MAX_ATTEMPTS = env.int("ACURIO_MAX_ATTEMPTS", default=5)
+# Steps a worker claims at once and checkpoints in one transaction (group commit); 1: off.
+ACURIO_WORKER_GROUP = env.int("ACURIO_WORKER_GROUP", default=1)
 # Lost leases (crashed, frozen, cut-off workers) a step survives; counted apart from attempts.
 ACURIO_MAX_CRASHES = env.int("ACURIO_MAX_CRASHES", default=20)
 # The database role sql() steps run under (SET LOCAL ROLE); README, "SQL steps under a role".

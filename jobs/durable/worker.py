@@ -153,6 +153,7 @@ class Worker:
         worker_id: str | None = None,
         clock: Callable[[], datetime] = timezone.now,
         chain: bool = True,
+        group: int | None = None,
         queues: list[str] | None = None,
         versions: list[str] | None = None,
     ) -> None:
@@ -167,6 +168,13 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.clock = clock
         self.chain = chain
+        # Group commit: claim up to ``group`` ready steps at once and commit their
+        # checkpoints in one transaction (execute_group); 1 turns it off.
+        self.group = int(
+            group if group is not None else getattr(settings, "ACURIO_WORKER_GROUP", 1)
+        )
+        if self.group < 1:
+            raise ValueError("group must be at least 1")
         # The queues this worker serves (None: all); the limited ones are claimed under their
         # QueueState lock (jobs.durable.queues), read again every LIMITED_REFRESH seconds.
         self.queues = [check_queue_name(q) for q in queues] if queues else None
@@ -343,6 +351,93 @@ class Worker:
             with self._lock:
                 self._active.pop(step.id, None)
 
+    def execute_group(self, steps: list[StepRow]) -> dict[str, int]:
+        """Group commit: run claimed steps of (usually) different instances in one
+        transaction, each in a savepoint of its own, and commit their checkpoints together:
+        one commit for the lot instead of one per step.
+
+        Each step still commits exactly once: its writes and its checkpoint are in its
+        savepoint, and the savepoint's changes commit with the transaction or not at all (a
+        crash before the commit leaves every step of the group to lease recovery, to be run
+        again from its last checkpoint). A step that raises, or whose claim was lost (fenced),
+        rolls back to its own savepoint only; its failure is recorded after the commit, as
+        :meth:`execute` does. Steps that need more than a savepoint (a timeout bounding the
+        transaction's statements, a kind run outside a transaction, a hand-back to another
+        code version) are run one by one with :meth:`execute` afterwards. Returns counts.
+        """
+        grouped, alone = [], []
+        for step in steps:
+            try:
+                graph = load_graph(step.instance_id)
+            except DurableError:
+                continue  # the instance was deleted (its steps with it) after the claim
+            node = graph.nodes[step.node_id]
+            try:
+                kind = get_kind(node["kind"])
+                kind.prepare(node)
+                simple = (
+                    kind.in_transaction(node)
+                    and not node.get("opts", {}).get("timeout")
+                    and self._incompatible_version(step) is None
+                )
+            except (DurableError, ImportError):
+                simple = False  # execute() hands it back
+            (grouped if simple else alone).append((step, graph, node, kind))
+        # Row locks in one order across workers: two groups that both finish children of the
+        # same joins count their parents down in the same order, so they never deadlock.
+        grouped.sort(
+            key=lambda item: (str(item[0].instance_id), item[0].parent_id or 0, item[0].id)
+        )
+        counts = {"completed": 0, "fenced": 0, "failed": 0}
+        failures: list[tuple[StepRow, dict[str, Any], Exception]] = []
+        with self._lock:
+            for step, *_ in grouped:
+                self._active[step.id] = None
+        try:
+            with transaction.atomic():
+                notify = False
+                for step, graph, node, kind in grouped:
+                    self.steps_executed += 1
+                    ctx = Context(
+                        instance_id=step.instance_id,
+                        input=graph.input,
+                        chunk=step.chunk,
+                        chunk_index=step.chunk_index,
+                        step_id=step.id,
+                        attempt=step.attempts,
+                    )
+                    try:
+                        with transaction.atomic():  # this step's savepoint
+                            output = kind.execute(ctx, node)
+                            txn = Txn(graph, self.clock())
+                            txn.checkpoint(step, output)
+                        notify = notify or txn.notify
+                        counts["completed"] += 1
+                    except Fenced:
+                        counts["fenced"] += 1
+                        logger.info("step %s lost its claim; rolled back", step.id)
+                    except Exception as exc:
+                        if isinstance(exc, DatabaseError) and not self._connection_usable():
+                            raise ConnectionLost(step) from exc
+                        failures.append((step, node, exc))
+                if notify:
+                    with connection.cursor() as cursor:
+                        cursor.execute(statements.NOTIFY)
+        finally:
+            with self._lock:
+                for step, *_ in grouped:
+                    self._active.pop(step.id, None)
+        self.steps_run += counts["completed"]
+        for step, node, exc in failures:
+            counts["failed"] += 1
+            self._record_failure(step, node, exc)
+        for step, *_ in alone:
+            if self.shutdown:
+                self.release(step)
+            else:
+                self.execute(step)
+        return counts
+
     def _claim_next(self, txn: Txn, chain: bool) -> tuple[list[tuple], datetime] | None:
         """With chaining, when this checkpoint chained no step of its own instance, claim the
         next ready step in the same transaction: the claim commits with the checkpoint, one
@@ -450,7 +545,14 @@ class Worker:
         was one. ``max_steps`` bounds the steps run (no chaining or claiming past it)."""
         self._ensure_session()
         self._local.claimed_at = self.clock()
-        steps = self.claim(1)
+        group = self.group if max_steps is None else min(self.group, max_steps)
+        if group > 1:
+            steps = self.claim(group)
+            if len(steps) > 1:
+                self.execute_group(steps)
+                return True
+        else:
+            steps = self.claim(1)
         for step in steps:
             self._local.chained = None
             left = max_steps

@@ -22,3 +22,14 @@ def hold(ctx):
     record_row(ctx, "hold", str(running))
     time.sleep(ctx.input.get("hold", 0.1))
     return running
+
+
+def write_then_fail(ctx):
+    """Write a row, then fail: the row must vanish with the step's savepoint."""
+    record_row(ctx, "doomed")
+    raise ValueError("fails after writing")
+
+
+def write(ctx):
+    record_row(ctx, "kept")
+    return ctx.step_id

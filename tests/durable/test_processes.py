@@ -235,7 +235,8 @@ def assert_every_step_ran_exactly_once_for(count: int, expected: int) -> None:
 
 
 # --- crash safety -------------------------------------------------------------------------------------
-def test_exactly_once_under_sigkill(checkpoint_log, settings):
+@pytest.mark.parametrize("group", ["1", "8"], ids=["one-by-one", "group-commit"])
+def test_exactly_once_under_sigkill(checkpoint_log, settings, group):
     # Attempts are not under test here (a step may be hit by several kills in a row): the
     # steps start() creates here must allow as many as the workers' (ACURIO_MAX_ATTEMPTS below).
     settings.ACURIO_MAX_ATTEMPTS = 1000
@@ -261,7 +262,12 @@ def test_exactly_once_under_sigkill(checkpoint_log, settings):
             "240",
         ],
         cwd=ROOT,
-        env=child_env(ACURIO_LEASE_SECONDS="1", ACURIO_MAX_ATTEMPTS="1000", LOG_LEVEL="ERROR"),
+        env=child_env(
+            ACURIO_LEASE_SECONDS="1",
+            ACURIO_MAX_ATTEMPTS="1000",
+            LOG_LEVEL="ERROR",
+            ACURIO_WORKER_GROUP=group,  # "8": each worker claims and commits 8 steps at once
+        ),
         capture_output=True,
         text=True,
         timeout=200,

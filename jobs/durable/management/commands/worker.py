@@ -28,6 +28,13 @@ class Command(BaseCommand):
             help="seconds between polls when no NOTIFY arrives (default 1)",
         )
         parser.add_argument(
+            "--group",
+            type=int,
+            default=None,
+            help="claim up to N ready steps at once and commit their checkpoints together"
+            " (group commit; default ACURIO_WORKER_GROUP, 1 = off)",
+        )
+        parser.add_argument(
             "--queues",
             default="",
             help="serve only these queues, comma-separated (default: every queue)",
@@ -51,7 +58,14 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, once: bool, concurrency: int, poll_interval: float, queues: str, **options
+        self,
+        *args,
+        once: bool,
+        concurrency: int,
+        poll_interval: float,
+        queues: str,
+        group: int | None,
+        **options,
     ) -> None:
         names = [name.strip() for name in queues.split(",") if name.strip()]
         versions = [v.strip() for v in options["versions"].split(",") if v.strip()]
