@@ -281,6 +281,7 @@ def sweepers(now: datetime) -> dict:
                 "tick_seconds": hb.tick_seconds,
                 "stopped_at": hb.stopped_at,
                 "expires_in": format_age(_age(expires, now)) if state == "gone" else None,
+                "overdue": state == "gone" and expires <= now,
             }
         )
     alive = [r for r in rows if r["state"] == "alive"]

@@ -310,6 +310,7 @@ def test_sweeper_states_and_backstop_in_flight(heartbeat, now):
     # A gone row is deleted by the sweepers after EXPIRY_TICKS (20) of its ticks of silence.
     b = next(r for r in panel["rows"] if r["name"] == "b:2")
     assert b["expires_in"] == "8 min"  # 20 ticks of 30 s, less the 100 s gone: 500 s
+    assert b["overdue"] is False
     assert panel["alive"] == 2
     assert panel["banner"] is False
     assert panel["backstop_in_flight"] is True
@@ -607,6 +608,10 @@ def test_the_page_follows_the_window_and_grace_settings(settings, place_job, now
 def test_the_heartbeat_list_says_which_sweepers_are_gone(staff_client, heartbeat, now):
     heartbeat("alive:1", tick_age=10, now=now)
     heartbeat("killed:2", tick_age=400, now=now)
+    heartbeat("long-dead:3", tick_age=900, now=now)  # past its 20 ticks: due for deletion
+    dash = staff_client.get(reverse(DASHBOARD)).content.decode()
+    assert "row removed in 3 min" in dash
+    assert "row removed at a sweeper's next tick" in dash
     page = staff_client.get(reverse("admin:jobs_sweeperheartbeat_changelist")).content.decode()
     assert re.search(r"alive:1</a></th><td class=\"field-state\">alive<", page)
     assert re.search(r"killed:2</a></th><td class=\"field-state\">gone<", page)

@@ -74,6 +74,7 @@ def seed(owners) -> dict:
                 doc_html="<p>Body.</p>",
                 results={"summary": {"verified": 3}},
                 error="Could not read the file: damaged" if i % 23 == 0 else "",
+                failure_kind="input" if i % 23 == 0 else "",
                 progress_step="finalize",
                 created_at=finished - timedelta(minutes=2),
                 finished_at=finished,
