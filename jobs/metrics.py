@@ -327,7 +327,7 @@ class DatabaseCollector(Collector):
 
         ready, waiting, oldest_ready, leased, expired = rows["steps"]
         steps = GaugeMetricFamily(
-            "acurio_durable_steps",
+            "acurio_durable_steps_in_flight",
             "Engine steps in flight: ready (due now), waiting (a timer, a signal or a retry's"
             " backoff), running (leased by a worker), lease_expired (its worker is gone; the"
             " sweeper recovers it).",

@@ -83,7 +83,7 @@ def test_every_metric_after_a_small_workload(client, user, metrics_on, settings)
     queued = scrape(client)
     assert value(queued, "acurio_jobs", status="queued") == 1
     assert value(queued, "acurio_jobs", status="running") == 0
-    assert value(queued, "acurio_durable_steps", state="ready") == 1
+    assert value(queued, "acurio_durable_steps_in_flight", state="ready") == 1
     assert value(queued, "acurio_durable_instances", status="pending") == 1
     assert value(queued, "acurio_durable_oldest_ready_age_seconds") >= 0
 
@@ -116,9 +116,11 @@ def test_every_metric_after_a_small_workload(client, user, metrics_on, settings)
     (claimed,) = Worker(lease_seconds=1).claim(1)
     time.sleep(1.3)
     stuck = scrape(client)
-    assert value(stuck, "acurio_durable_steps", state="running") == 1
-    assert value(stuck, "acurio_durable_steps", state="lease_expired") == 1
-    assert value(stuck, "acurio_durable_steps", state="waiting") == 1  # the retry's backoff
+    assert value(stuck, "acurio_durable_steps_in_flight", state="running") == 1
+    assert value(stuck, "acurio_durable_steps_in_flight", state="lease_expired") == 1
+    assert (
+        value(stuck, "acurio_durable_steps_in_flight", state="waiting") == 1
+    )  # the retry's backoff
 
     # The ghost is pushed ten minutes back: past its grace.
     ten_minutes_ago = timezone.now() - timedelta(minutes=10)
@@ -148,10 +150,12 @@ def test_every_metric_after_a_small_workload(client, user, metrics_on, settings)
     # retries and crashes
     assert grew(before, after, "acurio_durable_steps_total", kind="task", outcome="retry") == 1
     assert grew(before, after, "acurio_durable_leases_recovered_total") == 1
-    assert value(after, "acurio_durable_steps", state="lease_expired") == 0
-    assert value(after, "acurio_durable_steps", state="running") == 0
-    assert value(after, "acurio_durable_steps", state="ready") == 1  # the orphan, put back
-    assert value(after, "acurio_durable_steps", state="waiting") == 1
+    assert value(after, "acurio_durable_steps_in_flight", state="lease_expired") == 0
+    assert value(after, "acurio_durable_steps_in_flight", state="running") == 0
+    assert (
+        value(after, "acurio_durable_steps_in_flight", state="ready") == 1
+    )  # the orphan, put back
+    assert value(after, "acurio_durable_steps_in_flight", state="waiting") == 1
     assert value(after, "acurio_durable_instances", status="running") == 2  # flaky, orphan
     assert status(orphan) == "running" and claimed.kind == "task"
     # ghosts and the backstop's lag
