@@ -88,6 +88,11 @@ def detect_style(body: list[Block], refs: list[EntryLike], numeric: bool | None 
         return "german"
     if ref_chicago > 0.5 * n_refs and ay_plain >= ay_comma:
         return "chicago"
+    # The list tells APA from Harvard best: a full stop after "(2020)" or none.
+    ref_stop = sum(1 for r in refs if apa.YEAR_THEN_STOP.search(r.text[:300]))
+    ref_no_stop = sum(1 for r in refs if apa.YEAR_NO_STOP.search(r.text[:300]))
+    if ref_stop + ref_no_stop > 0.5 * n_refs:
+        return "apa" if ref_stop >= ref_no_stop else "harvard"
     if ay_comma > ay_plain or (ref_quoted < 0.2 * n_refs and ay_comma >= 0.5 * ay_plain):
         return "apa"
     return "harvard"

@@ -18,6 +18,9 @@ PAREN_YEAR = re.compile(
 _QUOTED = re.compile(r"[\"\u201c\u2018'](.+?)[,.]?[\"\u201d\u2019'](?=[\s,.]|$)")
 # "(2020):" in an entry: the German author-year habit of a colon after the year.
 COLON_YEAR = re.compile(rf"\({YEAR}[a-z]?\):")
+# "(2020). Title": APA's full stop after the year; Harvard (Cite Them Right) has none.
+YEAR_THEN_STOP = re.compile(rf"\((?:{YEAR}[a-z]?|n\.\s?d\.)\)\.")
+YEAR_NO_STOP = re.compile(rf"\((?:{YEAR}[a-z]?|no date)\)\s+[^\s.]")
 # "(2020) 'Title'": Harvard's quoted article title right after the year.
 QUOTED_AFTER_YEAR = re.compile(rf"\({YEAR}[a-z]?\)\s+['\u2018]")
 
