@@ -34,7 +34,15 @@ def main() -> int:
         default=0,
         help="kill faster while behind a pace that reaches this many kills by the end",
     )
+    parser.add_argument(
+        "--releases",
+        default="",
+        help="a rolling deploy: NAME=DIR,NAME=DIR; each worker forked runs the next release"
+        " in turn (DIR first on its import path, NAME its ACURIO_CODE_VERSION)",
+    )
     args = parser.parse_args()
+    releases = [tuple(pair.split("=", 1)) for pair in args.releases.split(",") if pair]
+    spawned = 0
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acurio.settings")
     django.setup()
@@ -46,9 +54,21 @@ def main() -> int:
     inherited = []  # the parent's connection objects, kept alive in children (see spawn)
 
     def spawn() -> int:
+        nonlocal spawned
+        spawned += 1
         pid = os.fork()
         if pid:
             return pid
+        if releases:
+            # This worker runs one release's code: its task module, its version.
+            from django.conf import settings
+
+            from jobs.durable.sessions import code_version
+
+            name, path = releases[spawned % len(releases)]
+            sys.path.insert(0, path)
+            settings.ACURIO_CODE_VERSION = name
+            code_version.cache_clear()
         # Child: forget the parent's connection without closing it (closing would end the
         # parent's session on the shared socket); keep a reference so it is never finalised.
         inherited.append(connection.connection)

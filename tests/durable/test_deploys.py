@@ -3,6 +3,7 @@ a frozen worker holding row locks, and timers exact to 50 ms."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -11,10 +12,15 @@ import time
 
 import pytest
 from django.db import connection
+from django.db.models import Count, F
 
 from jobs.durable import sleep, start, status, task
 from jobs.durable.models import Instance, Step
-from tests.durable.support import rows, spawn_worker, wait_for
+from tests.durable.support import rows, run_manage, spawn_worker, wait_for
+from tests.durable.test_processes import (  # checkpoint_log: a fixture
+    assert_every_step_ran_exactly_once,
+    checkpoint_log,  # noqa: F401
+)
 from tests.processes import ROOT, child_env
 
 pytestmark = [
@@ -26,12 +32,16 @@ pytestmark = [
 S = "tests.durable.steps."
 MODULE = "deploy_flow_tasks"
 OLD_CODE = """
-from tests.durable.steps import record_row
+from tests.durable.steps import record_row, record_slowly
 
 
 def first(ctx):
     record_row(ctx, "first")
     return "first"
+
+
+def slow_first(ctx):
+    return record_slowly(ctx)
 """
 NEW_CODE = (
     OLD_CODE
@@ -40,6 +50,10 @@ NEW_CODE = (
 def second(ctx):
     record_row(ctx, "second")
     return "second"
+
+
+def slow_second(ctx):
+    return record_slowly(ctx)
 """
 )
 
@@ -226,3 +240,68 @@ def test_sleep_and_short_backoffs_are_exact_to_50_ms():
     # The retry waits 0.1..0.2 s (jitter in the upper half of the window), not a poll.
     total = (step.finished_at - step.created_at).total_seconds()
     assert step.attempts == 2 and total <= 0.2 + 0.1, f"backoff of 0.2 s took {total:.2f}s"
+
+
+def test_rolling_deploy_under_sigkill_chaos(code_dirs, checkpoint_log, settings):  # noqa: F811
+    """Old and new workers side by side, workflows started by both releases, SIGKILLs in
+    between: nothing fails, nothing runs twice."""
+    settings.ACURIO_MAX_ATTEMPTS = 3  # errors would show; crashes have their own bound
+    per_release = 60
+    old_flow = f"task('{MODULE}.slow_first') >> task('{MODULE}.slow_first')"
+    new_flow = f"task('{MODULE}.slow_first') >> task('{MODULE}.slow_second')"
+    for release, flow in (("old", old_flow), ("new", new_flow)):
+        started = run_manage(
+            "shell",
+            "-c",
+            "from django.db import transaction\n"
+            "from jobs.durable import start, task\n"
+            f"with transaction.atomic():\n    [start({flow}) for _ in range({per_release})]\n",
+            PYTHONPATH=code_dirs[release],
+            ACURIO_CODE_VERSION=f"rel-{release}",
+        )
+        assert started.returncode == 0, started.stderr[-3000:]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.durable.chaos",
+            "--workers",
+            "4",
+            "--timeout",
+            "150",
+            "--min-interval",
+            "0.05",
+            "--max-interval",
+            "0.12",
+            "--min-kills",
+            "60",
+            "--releases",
+            f"rel-old={code_dirs['old']},rel-new={code_dirs['new']}",
+        ],
+        cwd=ROOT,
+        env=child_env(ACURIO_LEASE_SECONDS="1", ACURIO_MAX_ATTEMPTS="3", LOG_LEVEL="ERROR"),
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    print("rolling-deploy chaos figures:", figures)
+    assert figures["unfinished"] == 0 and figures["crashes"] == 0
+    assert figures["kills"] >= 50
+    failed = list(Instance.objects.exclude(status="completed").values_list("error", flat=True))
+    assert failed == []
+    assert_every_step_ran_exactly_once(per_release * 2 * 2)
+    versions = dict(
+        Instance.objects.values_list("code_version")
+        .annotate(n=Count("id"))
+        .values_list("code_version", "n")
+    )
+    assert versions == {"rel-old": per_release, "rel-new": per_release}, "started by both"
+    seconds = Step.objects.filter(kind="task", node_id=2, instance__code_version="rel-new")
+    assert set(seconds.values_list("code_version", flat=True)) == {"rel-new"}, (
+        "only new workers ran the new task"
+    )
+    # A hand-back raises max_attempts without spending one; so does a crash.
+    handed = Step.objects.filter(kind="task", max_attempts__gt=F("crashes") + 3).count()
+    print(f"steps handed back by an old worker at least once: {handed}")
