@@ -45,7 +45,8 @@ _declared: dict[str, Queue] = {}
 @dataclass(frozen=True)
 class Queue:
     """A queue's limits: ``concurrency`` steps running at once across all workers, ``rate``
-    ``(count, seconds)`` step starts per period, ``fair`` (reserved: claims in owner order)."""
+    ``(count, seconds)`` step starts per period; ``fair``: within a priority, the owner with
+    the fewest steps of the queue running goes first (``statements.claim_sql``)."""
 
     name: str
     concurrency: int | None = None
@@ -76,7 +77,7 @@ class Queue:
 
     @property
     def limited(self) -> bool:
-        return self.concurrency is not None or self.rate is not None
+        return self.concurrency is not None or self.rate is not None or self.fair
 
 
 def check_queue_name(name: Any) -> str:
@@ -126,7 +127,7 @@ def claim_limited(name: str, limit: int, params: dict[str, Any]) -> list[tuple]:
         rows = execute_prepared(statements.LOCK_QUEUE, [name])
         if not rows:
             return []
-        concurrency, rate_count, rate_seconds, tokens, refilled_at = rows[0]
+        concurrency, rate_count, rate_seconds, tokens, refilled_at, fair = rows[0]
         allowed = limit
         if concurrency is not None:
             running = execute_prepared(statements.QUEUE_RUNNING, [name])[0][0]
@@ -139,7 +140,7 @@ def claim_limited(name: str, limit: int, params: dict[str, Any]) -> list[tuple]:
             claimed: list[tuple] = []
         else:
             claimed = execute_prepared(
-                statements.claim_sql(allowed, "one"), {**params, "queue": name}
+                statements.claim_sql(allowed, "fair" if fair else "one"), {**params, "queue": name}
             )
         if rate_count is not None:
             execute_prepared(statements.SET_QUEUE_TOKENS, [tokens - len(claimed), now, name])

@@ -103,9 +103,34 @@ _QUEUE_FILTERS = {
 }
 
 
+# A fair queue's claim (Queue(fair=True)): within a priority, the steps of the owner with the
+# fewest steps of this queue running come first, so one owner's thousand starts do not hold
+# back another's one. The running counts walk durable_step_queue_running; the candidates
+# durable_step_queue_ready; instance rows by primary key.
+_FAIR_PICK = f"""
+WITH running AS (
+    SELECT i.owner_id, count(*) AS n FROM {STEP} AS r
+    JOIN {INSTANCE} AS i ON i.id = r.instance_id
+    WHERE r.queue = %(queue)s AND r.status = 'running' AND r.lease_expires_at IS NOT NULL
+    GROUP BY i.owner_id
+), picked AS (
+    SELECT s.id, s.instance_id FROM {STEP} AS s
+    JOIN {INSTANCE} AS o ON o.id = s.instance_id
+    LEFT JOIN running ON running.owner_id IS NOT DISTINCT FROM o.owner_id
+    WHERE s.status = 'ready' AND s.run_at <= %(now)s AND s.queue = %(queue)s
+    ORDER BY s.priority DESC, COALESCE(running.n, 0), s.run_at, s.id
+    LIMIT {{limit:d}}
+    FOR UPDATE OF s SKIP LOCKED
+"""
+
+
 @functools.cache
 def claim_sql(limit: int, queues: str = "unlimited") -> str:
-    """The claim statement for up to ``limit`` steps (one prepared statement per variant)."""
+    """The claim statement for up to ``limit`` steps (one prepared statement per variant);
+    ``queues="fair"``: one fair queue's, owners in turn."""
+    if queues == "fair":
+        rest = _CLAIM[_CLAIM.index("), claimed AS (") :]
+        return (_FAIR_PICK + rest).format(limit=int(limit), queues="")
     return _CLAIM.format(limit=int(limit), queues=_QUEUE_FILTERS[queues])
 
 
@@ -122,13 +147,13 @@ UPSERT_QUEUE = (
 # The queues with a limit, which the plain claim leaves alone. Sequential scan of a tiny table.
 LIMITED_QUEUES = (
     f"SELECT name FROM {QUEUE} WHERE concurrency IS NOT NULL OR rate_count IS NOT NULL"
-    " ORDER BY name"
+    " OR fair ORDER BY name"
 )
 
 # Lock one limited queue's row for a claim; a row locked by another worker's claim is
 # skipped (that worker is claiming from it right now). Primary key.
 LOCK_QUEUE = (
-    f"SELECT concurrency, rate_count, rate_seconds, tokens, refilled_at FROM {QUEUE}"
+    f"SELECT concurrency, rate_count, rate_seconds, tokens, refilled_at, fair FROM {QUEUE}"
     " WHERE name = %s FOR UPDATE SKIP LOCKED"
 )
 

@@ -149,3 +149,17 @@ def pids() -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT DISTINCT pid FROM engine_rows")
         return [row[0] for row in cursor.fetchall()]
+
+
+def test_a_fair_queue_takes_owners_in_turn(declare, django_user_model):
+    declare("shared", fair=True)
+    busy = django_user_model.objects.create(username="busy")
+    quiet = django_user_model.objects.create(username="quiet")
+    hold = {"queue": "shared", "hold": 0}
+    start_many(HOLD, [hold] * 5, queue="shared", owner=busy)
+    late = start(HOLD, queue="shared", owner=quiet, input=hold)
+    worker = Worker(worker_id="w", chain=False)
+    first = worker.claim()  # busy's oldest: nobody runs anything yet
+    assert Instance.objects.get(pk=first[0].instance_id).owner == busy
+    # busy now has one step running, quiet none: quiet's later start goes next.
+    assert worker.claim()[0].instance_id == late
