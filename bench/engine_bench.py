@@ -193,6 +193,7 @@ class ProcPeer(Peer):
 
 class EnginePeer(Peer):
     concurrency: int | None = None
+    group: int | None = None
 
     def unavailable(self) -> str | None:
         probes = (
@@ -218,6 +219,8 @@ class EnginePeer(Peer):
         cmd = [PY, "manage.py", "worker", "--once"]
         if self.concurrency is not None:
             cmd += ["--concurrency", str(self.concurrency)]
+        if self.group is not None:
+            cmd += ["--group", str(self.group)]
         return cmd
 
 
@@ -229,7 +232,9 @@ def _missing(dist: str) -> str | None:
     return None
 
 
-def build_peers(engine_cwd: Path, engine_concurrency: int | None) -> dict[str, Peer]:
+def build_peers(
+    engine_cwd: Path, engine_concurrency: int | None, engine_group: int | None = None
+) -> dict[str, Peer]:
     engine_db = f"{DB_PREFIX}engine"
     engine = EnginePeer(
         key="engine",
@@ -261,6 +266,7 @@ def build_peers(engine_cwd: Path, engine_concurrency: int | None) -> dict[str, P
         },
     )
     engine.concurrency = engine_concurrency
+    engine.group = engine_group
     peers: list[Peer] = [
         RawPeer(
             key="raw",
@@ -807,6 +813,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--engine-concurrency", type=int, default=None, help="pass --concurrency N to the worker"
     )
+    parser.add_argument(
+        "--engine-group",
+        type=int,
+        default=None,
+        help="pass --group N to the worker (group commit of N steps)",
+    )
     parser.add_argument("--timeout", type=float, default=2400, help="seconds per case")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "engine.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -825,7 +837,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = dt.datetime.now(dt.UTC)
     with tempfile.TemporaryDirectory(prefix="acurio-bench-src-") as src:
         engine_cwd = Path(src) if args.engine_src == "head" else ROOT
-        peers = build_peers(engine_cwd, args.engine_concurrency)
+        peers = build_peers(engine_cwd, args.engine_concurrency, args.engine_group)
         unknown = set(wanted) - set(peers)
         if unknown:
             parser.error(f"unknown peers: {', '.join(sorted(unknown))}")
