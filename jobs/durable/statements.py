@@ -623,6 +623,15 @@ APPEND_ATTEMPT_LOG = (
 # The code version that started an instance (a version-limited worker's check). Primary key.
 INSTANCE_VERSION = f"SELECT code_version FROM {INSTANCE} WHERE id = %s"
 
+# Before an sql step's statement: the instance's owner as ``acurio.owner_id`` (row-level
+# security policies read it) and the step role (SET LOCAL ROLE), for this transaction only.
+# Primary key.
+SQL_STEP_SESSION = (
+    "SELECT set_config('acurio.owner_id',"
+    f" COALESCE((SELECT owner_id::text FROM {INSTANCE} WHERE id = %s), ''), true),"
+    " set_config('role', %s, true)"
+)
+
 # When an idle worker must wake: the earliest due time of a ready step not yet due at its
 # last claim. durable_step_ready (ready rows only).
 NEXT_DUE = f"SELECT min(run_at) FROM {STEP} WHERE status = 'ready' AND run_at > %s"

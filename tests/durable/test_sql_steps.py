@@ -181,3 +181,23 @@ def test_statements_that_could_leave_the_role_are_refused_at_start(query, messag
     with pytest.raises(DefinitionError, match=message.replace("(", r"\(")):
         start(sql(query))
     assert not Instance.objects.exists()
+
+
+def test_row_level_security_by_owner(worker, step_role, user, other_user):
+    role = pgsql.Identifier(step_role)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE owned_docs (id serial PRIMARY KEY, owner_id bigint)")
+        cursor.execute(
+            "INSERT INTO owned_docs (owner_id) VALUES (%s), (%s), (%s)",
+            [user.pk, user.pk, other_user.pk],
+        )
+        cursor.execute(pgsql.SQL("GRANT SELECT ON owned_docs TO {}").format(role))
+        cursor.execute("ALTER TABLE owned_docs ENABLE ROW LEVEL SECURITY")
+        cursor.execute(
+            "CREATE POLICY by_owner ON owned_docs USING"
+            " (owner_id = nullif(current_setting('acurio.owner_id', true), '')::bigint)"
+        )
+    flow = sql("SELECT count(*) AS n FROM owned_docs")
+    mine, theirs, nobody = start(flow, owner=user), start(flow, owner=other_user), start(flow)
+    worker.drain()
+    assert (result(mine), result(theirs), result(nobody)) == ([{"n": 2}], [{"n": 1}], [{"n": 0}])

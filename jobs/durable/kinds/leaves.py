@@ -10,7 +10,8 @@ An ``sql`` step is untrusted text from whoever started the workflow, so:
   text or change the session's role (``set_config``, ``query_to_xml``..., ``dblink``...).
 * **Under a role.** With ``ACURIO_SQL_STEP_ROLE`` set, the statement runs after ``SET LOCAL
   ROLE <role>``, so PostgreSQL's grants and row-level security decide what it may read and
-  write; ``RESET ROLE`` follows before the checkpoint. ``SET ROLE`` is checked against the
+  write (``acurio.owner_id`` holds the instance owner's id, for policies by owner);
+  ``RESET ROLE`` follows before the checkpoint. ``SET ROLE`` is checked against the
   *session* user, which is why the parser rules above (and a check that the role is still
   in place afterwards) keep the statement from switching back. Without the role, only
   superusers may start workflows with ``sql`` steps (:mod:`jobs.durable.permissions`).
@@ -32,9 +33,9 @@ import psycopg
 from django.conf import settings
 from django.db import connection
 from django.utils.module_loading import import_string
-from psycopg import sql as pgsql
 from psycopg.types.json import Jsonb, JsonbLoader, JsonLoader
 
+from jobs.durable import statements
 from jobs.durable.context import Context
 from jobs.durable.errors import Break, DefinitionError, PermanentError
 from jobs.durable.graph import BUILTIN_NAMES, PARAM_RE
@@ -156,7 +157,9 @@ class SqlKind(Kind):
             cursor.adapters.register_loader("jsonb", JsonbLoader)
             cursor.adapters.register_loader("json", JsonLoader)
             if role:
-                cursor.execute(pgsql.SQL("SET LOCAL ROLE {}").format(pgsql.Identifier(role)))
+                # The owner for row-level security, and the role; both end with the
+                # transaction, and the statement may not change them (check_statement).
+                cursor.execute(statements.SQL_STEP_SESSION, [ctx.instance_id, role])
             try:
                 cursor.execute(node["query"], params or None)
             except psycopg.errors.InsufficientPrivilege as exc:
