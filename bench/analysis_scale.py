@@ -10,7 +10,9 @@ surname or an author the list lacks (those ask for the "closest entry" hint, the
 Each scale runs ``jobs.analysis.analyze`` (extraction, parsing, matching, report) in a fresh
 subprocess; printed per scale: wall-clock and CPU seconds and the child's peak RSS
 (``resource.getrusage(RUSAGE_CHILDREN)``), then the growth ratios between scales, which stay
-near the scale ratio when every stage is linear (or n log n).
+near the scale ratio when every stage is linear (or n log n). A scale past a documented limit
+of ``jobs.analysis.Limits`` (10 million characters of text) is reported as refused, with the
+time the refusal took.
 """
 
 from __future__ import annotations
@@ -36,10 +38,15 @@ FILLER = ("As shown", "Thus", "See also", "Hence")
 CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {repo!r})
-from jobs.analysis import analyze
+from jobs.analysis import AnalysisInputError, analyze
 data = open({doc!r}, "rb").read()
 w, c = time.perf_counter(), time.process_time()
-report = analyze(data, "scale.txt")
+try:
+    report = analyze(data, "scale.txt")
+except AnalysisInputError as exc:  # a documented limit refuses the document
+    w, c = time.perf_counter() - w, time.process_time() - c
+    print(json.dumps({{"wall": w, "cpu": c, "refused": str(exc)}}))
+    raise SystemExit(0)
 w, c = time.perf_counter() - w, time.process_time() - c
 print(json.dumps({{"wall": w, "cpu": c, "citations": len(report["citations"]),
                   "references": len(report["references"]), "summary": report["summary"]}}))
@@ -124,6 +131,13 @@ def main() -> None:
             doc.write_text(text, encoding="utf-8")
             res = run(doc)
             res.update(scale=k, mb=len(text.encode()) / 1e6)
+            if "refused" in res:
+                print(
+                    f"scale {k:g}: {res['mb']:.1f} MB refused in {res['cpu']:.1f} s CPU, "
+                    f"peak RSS {res['rss_mb']:.0f} MB: {res['refused']}",
+                    flush=True,
+                )
+                continue
             rows.append(res)
             print(
                 f"scale {k:g}: {res['mb']:.1f} MB, {res['citations']} markers, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
+from itertools import chain, islice
 
 from rapidfuzz import fuzz, process
 from rapidfuzz.distance import OSA
@@ -84,7 +85,7 @@ def close_enough(a: str, b: str) -> bool:
 CLOSEST_CUTOFF = 75.0
 # The hint looks at no more than this many entries (those of the cited year, then those whose
 # surname starts alike), so its cost per citation is bounded whatever the list's length.
-CLOSEST_CANDIDATES = 400
+CLOSEST_CANDIDATES = 200
 
 
 def _edit_blocks(name: str) -> set[str]:
@@ -174,14 +175,13 @@ class Index:
     def closest(self, author: str, base: str = "") -> Reference | None:
         """The entry whose first author is most like ``author``, if one is close enough.
 
-        Candidates are the entries of the cited year and those whose surname starts with the
-        same two letters, at most ``CLOSEST_CANDIDATES`` of them: never the whole list.
+        Candidates are the entries whose surname starts with the same two letters, then those
+        of the cited year, at most ``CLOSEST_CANDIDATES`` of them: never the whole list.
         """
         a = fold(author)
         seen: dict[int, str] = {}
-        for i in [*self.by_year.get(base, []), *self.by_prefix.get(_ascii(a)[:2], [])]:
-            if len(seen) >= CLOSEST_CANDIDATES:
-                break
+        pool = chain(self.by_prefix.get(_ascii(a)[:2], ()), self.by_year.get(base, ()))
+        for i in islice(pool, CLOSEST_CANDIDATES):
             seen.setdefault(i, self.folded[i])
         if not seen:
             return None
