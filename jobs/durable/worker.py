@@ -602,10 +602,12 @@ class Worker:
         heartbeat = Heartbeat(self)
         heartbeat.start()
         logger.info(
-            "worker %s started (concurrency %s, lease %ss)",
+            "worker %s started (code version %s, concurrency %s, lease %ss%s)",
             self.worker_id,
+            code_version(),
             self.concurrency,
             self.lease_seconds,
+            f", versions {', '.join(sorted(self.versions))}" if self.versions else "",
         )
         try:
             if self.concurrency == 1:
