@@ -71,6 +71,8 @@
     card.querySelector(".reason-cite").textContent = text;
     card.querySelector(".reason-text").textContent = first.dataset.reason || "";
     card.hidden = false;
+    // A screen reader reads the reason with the focused citation, not only its verdict.
+    first.setAttribute("aria-describedby", "legend-" + verdict + " reason-card-text");
     lastMark = first;
   }
 

@@ -19,7 +19,7 @@ from docx.oxml.ns import qn
 from jobs import exports
 from jobs.analysis.judging import builtin_judgment, problem_counts
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus
-from jobs.reporting import problem_groups, what_changed
+from jobs.reporting import accessible_document, problem_groups, style_name, what_changed
 from jobs.runs import save_run
 from tests.reports import analysed, corpus_file, saved_report
 
@@ -406,3 +406,27 @@ def test_problem_groups_cover_every_problem_once():
     assert sum(len(g.items) for g in groups) == problem_counts(report)["total"]
     indices = [i["index"] for g in groups for i in g.items if "index" in i]
     assert len(indices) == len(set(indices)) == problem_counts(report)["citation_problems"]
+
+
+def test_the_document_is_made_for_keyboards_and_its_headings_sit_below_the_pages():
+    annotated = (
+        '<h1>Thesis</h1><h2>Intro</h2><p>See <mark class="cite cite-year_mismatch" data-index="0"'
+        ' title="Hodges is listed for 2024, not 2021">(Hodges, </mark><em><mark class="cite'
+        ' cite-year_mismatch" data-index="0" title="Hodges is listed for 2024, not 2021">2021)'
+        "</mark></em></p><h6>Deep</h6>"
+    )
+    html = accessible_document(annotated)
+    assert "<h1" not in html and "<h2" not in html
+    assert "<h3>Thesis</h3><h4>Intro</h4>" in html and "<h6>Deep</h6>" in html
+    # One tab stop per citation, on its first mark, with its reason as data (no tooltip).
+    assert html.count('tabindex="0"') == 1
+    assert 'role="button"' in html and "title=" not in html
+    assert 'data-reason="Hodges is listed for 2024, not 2021"' in html
+    assert html.count('data-index="0"') == 2
+
+
+def test_style_names_are_the_ones_students_know():
+    assert style_name("german") == "German author-year"
+    assert style_name("ieee") == "IEEE (numbered)"
+    assert style_name("apa") == "APA"
+    assert style_name("") == ""
