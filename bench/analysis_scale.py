@@ -132,9 +132,10 @@ def main() -> None:
             res = run(doc)
             res.update(scale=k, mb=len(text.encode()) / 1e6)
             if "refused" in res:
+                # (no RSS: RUSAGE_CHILDREN keeps the largest child so far, an earlier scale's)
                 print(
-                    f"scale {k:g}: {res['mb']:.1f} MB refused in {res['cpu']:.1f} s CPU, "
-                    f"peak RSS {res['rss_mb']:.0f} MB: {res['refused']}",
+                    f"scale {k:g}: {res['mb']:.1f} MB refused in {res['cpu']:.1f} s CPU "
+                    f"({res['process_wall']:.1f} s for the process): {res['refused']}",
                     flush=True,
                 )
                 continue
