@@ -648,6 +648,9 @@ class Worker:
                 with self._lock:
                     self._busy_threads += 1
                 try:
+                    # Due periodic workflows first (every SCHEDULE_CHECK s): the claim that
+                    # follows takes their first steps at once.
+                    self._schedules_due()
                     ran = self.run_one()
                 finally:
                     with self._lock:
@@ -660,8 +663,6 @@ class Worker:
                         others_busy = self._busy_threads > 0
                     if not others_busy:
                         return
-                if self._schedules_due():
-                    continue
                 self._wait()
             except ConnectionLost as lost:
                 pending_release = lost.step
@@ -709,7 +710,7 @@ class Worker:
         self._listening_on[threading.get_ident()] = id(raw)
 
     def _schedules_due(self) -> bool:
-        """An idle worker starts the due slots of periodic workflows (jobs.durable.schedules),
+        """The worker loop starts the due slots of periodic workflows (jobs.durable.schedules),
         at most every SCHEDULE_CHECK seconds; True if it started any (steps are now ready)."""
         if time.monotonic() - self._schedules_checked < SCHEDULE_CHECK:
             return False
