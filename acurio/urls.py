@@ -51,3 +51,9 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),  # Prometheus; closed unless configured
     path("", include("jobs.urls")),
 ]
+
+# Under /api/ these answer JSON (jobs.views); elsewhere Django's own pages.
+handler400 = "jobs.views.bad_request"
+handler403 = "jobs.views.permission_denied"
+handler404 = "jobs.views.page_not_found"
+handler500 = "jobs.views.server_error"
