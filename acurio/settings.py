@@ -55,6 +55,8 @@ ALLOWED_HOSTS = env.list(
     "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"] if DEBUG else []
 )
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# A failed CSRF check under /api/ answers JSON, like every other API error.
+CSRF_FAILURE_VIEW = "jobs.views.csrf_failure"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -318,6 +320,24 @@ ACURIO_JUDGE_MAX_ATTEMPTS = env.int("ACURIO_JUDGE_MAX_ATTEMPTS", default=4)
 # The contact address sent to the resolver (Crossref asks polite clients for one).
 ACURIO_RESOLVER_MAILTO = env.str("ACURIO_RESOLVER_MAILTO", default="support@acurio.invalid")
 ACURIO_MAX_UPLOAD_MB = env.int("ACURIO_MAX_UPLOAD_MB", default=50)
+# How much work one document may cause (README, "Limits"): the extraction bounds of
+# jobs.analysis.Limits, and citations and entries per document, checked before the matching.
+ACURIO_MAX_TEXT_CHARS = env.int("ACURIO_MAX_TEXT_CHARS", default=10_000_000)
+ACURIO_DOCX_PART_MB = env.int("ACURIO_DOCX_PART_MB", default=25)
+ACURIO_DOCX_XML_MB = env.int("ACURIO_DOCX_XML_MB", default=60)
+ACURIO_PDF_MAX_PAGES = env.int("ACURIO_PDF_MAX_PAGES", default=1_000)
+ACURIO_PDF_MAX_SECONDS = env.float("ACURIO_PDF_MAX_SECONDS", default=120)
+ACURIO_HTML_MAX_DEPTH = env.int("ACURIO_HTML_MAX_DEPTH", default=400)
+ACURIO_MAX_CITATIONS = env.int("ACURIO_MAX_CITATIONS", default=20_000)
+ACURIO_MAX_ENTRIES = env.int("ACURIO_MAX_ENTRIES", default=5_000)
+# Fairness between users: analyses queued or running at once per user, and uploads per user
+# in a sliding window (both answered with 429); 0 turns either off.
+ACURIO_MAX_ACTIVE_JOBS = env.int("ACURIO_MAX_ACTIVE_JOBS", default=3)
+ACURIO_UPLOAD_RATE_LIMIT = env.int("ACURIO_UPLOAD_RATE_LIMIT", default=20)
+ACURIO_UPLOAD_RATE_WINDOW_SECONDS = env.int("ACURIO_UPLOAD_RATE_WINDOW_SECONDS", default=600)
+# JSON nesting accepted in API bodies and CSL-JSON libraries (deeper: a clear 400, not a
+# RecursionError).
+ACURIO_JSON_MAX_DEPTH = env.int("ACURIO_JSON_MAX_DEPTH", default=64)
 # Host patterns (fnmatch) that durable http() steps may call; none by default. A host alone
 # means ports 80/443; host:port, host:*, [v6]:port (jobs/durable/hostpatterns.py).
 ACURIO_HTTP_ALLOW = env.list("ACURIO_HTTP_ALLOW", default=[])

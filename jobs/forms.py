@@ -9,13 +9,14 @@ failed job's user-facing error, so the user still gets a clear message and nothi
 
 from __future__ import annotations
 
-import json
 from pathlib import PurePath
 
 from django import forms
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
+
+from jobs.analysis.library import JsonTooDeep, load_json
 
 THESIS_EXTENSIONS = (".docx", ".pdf", ".html", ".htm", ".md", ".markdown", ".txt")
 LIBRARY_EXTENSIONS = (".bib", ".json", ".ris")
@@ -41,7 +42,38 @@ def _read_all(upload: UploadedFile) -> bytes:
     return b"".join(upload.chunks())
 
 
+# Byte-order marks of the Unicode encodings a text file may be saved in (Notepad's "Unicode"
+# is UTF-16 LE with a BOM). UTF-32 first: its LE mark begins with UTF-16 LE's.
+BOMS = (
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xff\xfe", "utf-16-le"),
+)
+# The longest file name we keep (the job's column); a longer one is refused with a message
+# rather than cut, so the report names the file the user knows.
+MAX_FILENAME_CHARS = 255
+
+
+def decode_bom(data: bytes) -> str | None:
+    """The text of ``data`` when it starts with a Unicode byte-order mark, else None.
+
+    Raises ``UnicodeDecodeError`` when the mark promises an encoding the bytes do not hold.
+    """
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding)
+    return None
+
+
 def _looks_like_text(data: bytes) -> bool:
+    try:
+        text = decode_bom(data)
+    except UnicodeDecodeError:
+        return False
+    if text is not None:
+        return "\x00" not in text[:65536]
     if b"\x00" in data[:65536]:
         return False
     try:
@@ -58,6 +90,11 @@ def _looks_like_text(data: bytes) -> bool:
 
 def check_content(name: str, data: bytes, allowed: tuple[str, ...], what: str) -> str | None:
     """Return a user-facing reason why ``data`` cannot be a ``what`` named ``name``, or None."""
+    if len(name) > MAX_FILENAME_CHARS:
+        return (
+            f"The file name has {len(name):,} characters; the limit is {MAX_FILENAME_CHARS}. "
+            "Rename the file and upload it again."
+        )
     ext = _extension(name)
     if ext not in allowed:
         listed = ", ".join(allowed)
@@ -74,7 +111,10 @@ def check_content(name: str, data: bytes, allowed: tuple[str, ...], what: str) -
         return f"{name} does not look like a text file ({ext} files must be plain text)."
     if ext == ".json":
         try:
-            parsed = json.loads(data.decode("utf-8-sig"))
+            text = decode_bom(data)
+            parsed = load_json(text if text is not None else data.decode("utf-8"))
+        except JsonTooDeep as exc:
+            return f"{name}: {exc}"
         except (UnicodeDecodeError, ValueError):
             return f"{name} is not valid JSON (CSL-JSON libraries must be a JSON array)."
         if not isinstance(parsed, list | dict):

@@ -28,10 +28,14 @@ recover (``INTERNAL``), and an operator's cancel (``CANCELLED``).
 from __future__ import annotations
 
 import logging
+import math
 import sys
+from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
 from jobs import analysis
 from jobs.durable import PermanentError, fan_out, start, task
@@ -68,6 +72,17 @@ class UploadError(PermanentError):
         self.user_message = message
 
 
+class TooManyJobs(Exception):
+    """A user past a fairness limit (active jobs, or uploads per window): nothing was queued.
+
+    ``retry_after`` is the seconds until an upload can succeed again, when that is known.
+    """
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class Stage:
     QUEUED = "queued"
     EXTRACT = "extract"
@@ -101,8 +116,83 @@ def analysis_workflow(*, resolve: bool = False):
 
 # --- Queueing -----------------------------------------------------------------------------
 
+# An upload of this size or less runs at the highest priority; each doubling beyond it is one
+# priority lower (64 KB: 9, 1 MB: 5, 16 MB and more: 1 or 0). A 30-page thesis is a few
+# hundred KB of text, a 300-page one 1-3 MB: a short job's steps are claimed before the next
+# step of a giant one, so it does not wait for the giant's whole fan-out (bench/hostile_bench.py).
+PRIORITY_BASE_BYTES = 64 * 1024
 
-def _start(job: AnalysisJob) -> AnalysisJob:
+
+def priority_of(size: int) -> int:
+    """The engine priority (0..9, higher first) of an analysis of an upload of ``size`` bytes."""
+    if size <= PRIORITY_BASE_BYTES:
+        return 9
+    return max(0, 9 - math.ceil(math.log2(size / PRIORITY_BASE_BYTES)))
+
+
+def extraction_limits() -> analysis.Limits:
+    """The extraction bounds of this deployment (settings; README, "Limits")."""
+    mb = 1024 * 1024
+    return analysis.Limits(
+        max_bytes=settings.ACURIO_MAX_UPLOAD_MB * mb,
+        max_text_chars=settings.ACURIO_MAX_TEXT_CHARS,
+        docx_part_bytes=settings.ACURIO_DOCX_PART_MB * mb,
+        docx_xml_bytes=settings.ACURIO_DOCX_XML_MB * mb,
+        pdf_pages=settings.ACURIO_PDF_MAX_PAGES,
+        pdf_seconds=settings.ACURIO_PDF_MAX_SECONDS,
+        html_depth=settings.ACURIO_HTML_MAX_DEPTH,
+    )
+
+
+def check_fairness(owner) -> None:
+    """Raise :class:`TooManyJobs` when ``owner`` may not queue another analysis now.
+
+    Call inside the transaction that creates the job: the owner's user row is locked first, so
+    parallel uploads of one user are counted one after the other (50 at once cannot all see
+    room for one more), while other users are not held up.
+    """
+    active_limit = settings.ACURIO_MAX_ACTIVE_JOBS
+    rate_limit = settings.ACURIO_UPLOAD_RATE_LIMIT
+    if not active_limit and not rate_limit:
+        return
+    get_user_model().objects.select_for_update().only("pk").get(pk=owner.pk)
+    jobs = AnalysisJob.objects.filter(owner_id=owner.pk)
+    if active_limit:
+        active = jobs.filter(
+            status__in=(JobStatus.QUEUED, JobStatus.RUNNING), deleted_at__isnull=True
+        ).count()
+        if active >= active_limit:
+            raise TooManyJobs(
+                f"You have {active} analyses queued or running; the limit is {active_limit}. "
+                "Upload again when one of them has finished."
+            )
+    if rate_limit:
+        window = settings.ACURIO_UPLOAD_RATE_WINDOW_SECONDS
+        since = timezone.now() - timedelta(seconds=window)
+        recent = list(
+            jobs.filter(created_at__gte=since)
+            .order_by("-created_at")
+            .values_list("created_at", flat=True)[:rate_limit]
+        )
+        if len(recent) >= rate_limit:
+            # Room again when the oldest of the last rate_limit uploads leaves the window.
+            free_at = recent[-1] + timedelta(seconds=window)
+            retry = max(1, math.ceil((free_at - timezone.now()).total_seconds()))
+            raise TooManyJobs(
+                f"You have started {len(recent)} analyses in the last {_duration(window)}; "
+                f"the limit is {rate_limit}. Try again in {_duration(retry)}.",
+                retry_after=retry,
+            )
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 60 == 0 and seconds >= 60:
+        minutes = seconds // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
+
+
+def _start(job: AnalysisJob, size: int) -> AnalysisJob:
     resolver_url = settings.ACURIO_RESOLVER_URL
     job.workflow_id = start(
         analysis_workflow(resolve=bool(resolver_url)),
@@ -110,6 +200,7 @@ def _start(job: AnalysisJob) -> AnalysisJob:
         owner=job.owner,
         input={"job_id": job.pk, "resolver_url": resolver_url},
         on_failure=ON_FAILURE,
+        priority=priority_of(size),
     )
     job.save(update_fields=["workflow_id", "updated_at"])
     return job
@@ -121,9 +212,18 @@ def submit_analysis(
     data: bytes,
     library: bytes | None = None,
     library_filename: str = "",
+    *,
+    fair: bool = False,
 ) -> AnalysisJob:
-    """Create a queued job for an upload and start its workflow, in one transaction."""
+    """Create a queued job for an upload and start its workflow, in one transaction.
+
+    ``fair`` (the upload page and the API pass it): raises :class:`TooManyJobs`, with nothing
+    queued, when the owner is past a fairness limit (``check_fairness``). Operators' scripts
+    and benchmarks queue without it.
+    """
     with transaction.atomic():
+        if fair:
+            check_fairness(owner)
         job = AnalysisJob.objects.create(
             owner=owner,
             filename=filename,
@@ -133,7 +233,7 @@ def submit_analysis(
             status=JobStatus.QUEUED,
             progress_step=Stage.QUEUED,
         )
-        return _start(job)
+        return _start(job, len(data))
 
 
 def requeue(job: AnalysisJob) -> AnalysisJob:
@@ -142,7 +242,8 @@ def requeue(job: AnalysisJob) -> AnalysisJob:
     When it finishes, its content replaces the run's (a newer job wins, whoever saves it).
     """
     with transaction.atomic():
-        return _start(job.new_attempt())
+        new = job.new_attempt()
+        return _start(new, len(new.upload or b""))
 
 
 # --- Steps --------------------------------------------------------------------------------
@@ -189,7 +290,7 @@ def extract(ctx) -> dict:
             analysis.extract,
             bytes(job.upload),
             job.filename,
-            max_bytes=settings.ACURIO_MAX_UPLOAD_MB * 1024 * 1024,
+            limits=extraction_limits(),
         )
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
@@ -204,7 +305,14 @@ def parse(ctx) -> dict:
     if job.doc_html is None:
         raise UploadError("its extracted text is gone; please upload it again.")
     try:
-        data = _isolated(ctx, "parse", lambda html: analysis.parse(html).to_dict(), job.doc_html)
+        data = _isolated(
+            ctx,
+            "parse",
+            parse_bounded,
+            job.doc_html,
+            max_citations=settings.ACURIO_MAX_CITATIONS,
+            max_entries=settings.ACURIO_MAX_ENTRIES,
+        )
     except analysis.AnalysisInputError as exc:
         raise UploadError(str(exc)) from exc
     for citation in data["citations"]:
@@ -214,6 +322,27 @@ def parse(ctx) -> dict:
         citation.pop("context", None)
     job.mark_stage(Stage.VERIFY, progress_done=0, progress_total=len(data["citations"]))
     return data
+
+
+def parse_bounded(html: str, *, max_citations: int, max_entries: int) -> dict:
+    """``analysis.parse(html).to_dict()``, refused when the document has more citations or
+    entries than allowed (``ACURIO_MAX_CITATIONS``, ``ACURIO_MAX_ENTRIES``).
+
+    Runs in the isolated child: the counts are checked there, before the citations travel
+    to the worker and before the matching (verify, the costly part) is planned.
+    """
+    parsed = analysis.parse(html)
+    if max_entries and len(parsed.references) > max_entries:
+        raise analysis.AnalysisInputError(
+            f"This document's reference list has {len(parsed.references):,} entries; "
+            f"the limit is {max_entries:,}."
+        )
+    if max_citations and len(parsed.citations) > max_citations:
+        raise analysis.AnalysisInputError(
+            f"This document has {len(parsed.citations):,} citations; "
+            f"the limit is {max_citations:,}."
+        )
+    return parsed.to_dict()
 
 
 def plan(ctx) -> list[int]:
@@ -317,7 +446,11 @@ def _library(job: AnalysisJob) -> tuple[analysis.Library | None, list[str]]:
     if job.library is None:
         return None, []
     try:
-        return analysis.load_library(bytes(job.library), job.library_filename), []
+        return analysis.load_library(
+            bytes(job.library),
+            job.library_filename,
+            max_json_depth=settings.ACURIO_JSON_MAX_DEPTH,
+        ), []
     except analysis.AnalysisInputError as exc:
         reason = str(exc).strip().rstrip(".")
         reason = reason[:1].lower() + reason[1:]

@@ -12,24 +12,29 @@ methods of the models, the work is ``jobs.pipeline``'s and ``jobs.runs``'.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import wraps
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
+from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.db import connection
 from django.db.utils import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views import defaults
+from django.views.csrf import csrf_failure as default_csrf_failure
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from jobs import analysis, exports, report_html, reporting
 from jobs.analysis.judging import problem_counts
+from jobs.analysis.library import JsonTooDeep, load_json
 from jobs.forms import UploadForm, max_upload_bytes, too_big_message
 from jobs.models import (
     AnalysisJob,
@@ -38,7 +43,7 @@ from jobs.models import (
     SavedBy,
     SweeperHeartbeat,
 )
-from jobs.pipeline import requeue, submit_analysis
+from jobs.pipeline import TooManyJobs, requeue, submit_analysis
 from jobs.runs import JobNotFound, SaveRunError, save_and_judge
 from jobs.sql import PING
 
@@ -65,6 +70,82 @@ _ENVELOPE_SLACK = 1024 * 1024
 
 def json_error(message: str, status: int = 400) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
+
+
+def too_many(exc: TooManyJobs) -> JsonResponse:
+    """A fairness limit's 429, with ``Retry-After`` when the wait is known."""
+    response = json_error(str(exc), status=429)
+    if exc.retry_after:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+# --- Errors of the JSON API raised before or outside a view -------------------------------
+# Django answers a body it cannot parse (multipart without a boundary, too many fields), a
+# failed CSRF check or an unknown URL with an HTML page, also from middleware that reads the
+# body before any view runs. Under /api/ these handlers answer JSON instead.
+
+API_PREFIX = "/api/"
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400: JSON under /api/, Django's page elsewhere."""
+    if not _is_api(request):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, MultiPartParserError):
+        return json_error(f"The multipart body could not be read: {exception}.")
+    return json_error(f"Bad request: {exception or 'the request could not be read'}.")
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.permission_denied(request, exception)
+    return json_error("Forbidden.", status=403)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.page_not_found(request, exception)
+    return json_error("No such API endpoint.", status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.server_error(request)
+    return json_error("Internal server error.", status=500)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: JSON under /api/ (send the csrftoken cookie's value as X-CSRFToken)."""
+    if not _is_api(request):
+        return default_csrf_failure(request, reason)
+    return json_error(
+        f"CSRF check failed ({reason}): send the csrftoken cookie's value in X-CSRFToken.",
+        status=403,
+    )
+
+
+def api_methods(*methods: str) -> Callable:
+    """Like require_http_methods, but the 405 has a JSON ``error`` and an ``Allow`` header."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method not in methods:
+                response = json_error(
+                    f"Method {request.method} not allowed; use {' or '.join(methods)}.", 405
+                )
+                response["Allow"] = ", ".join(methods)
+                return response
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
 
 
 def api_login_required(view: Callable) -> Callable:
@@ -97,6 +178,7 @@ def _submit(request: HttpRequest, form: UploadForm) -> AnalysisJob:
         thesis.acurio_bytes,
         library=library.acurio_bytes if library else None,
         library_filename=library.name if library else "",
+        fair=True,
     )
 
 
@@ -269,7 +351,14 @@ def upload(request: HttpRequest) -> HttpResponse:
             return _upload_page(request, form, status=400)
         form = UploadForm(request.POST, request.FILES)
         if form.is_valid():
-            job = _submit(request, form)
+            try:
+                job = _submit(request, form)
+            except TooManyJobs as exc:
+                form.add_error(None, str(exc))
+                response = _upload_page(request, form, status=429)
+                if exc.retry_after:
+                    response["Retry-After"] = str(exc.retry_after)
+                return response
             return redirect("job_page", job_id=job.pk)
         return _upload_page(request, form, status=400)
     return _upload_page(request, UploadForm())
@@ -528,23 +617,35 @@ def run_reanalyse(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 
 @api_login_required
-@require_POST
+@api_methods("POST")
 def api_create_job(request: HttpRequest) -> JsonResponse:
-    """``POST /api/analysis-jobs`` (multipart ``file``, optional ``library``) → 201."""
+    """``POST /api/analysis-jobs`` (multipart ``file``, optional ``library``) → 201.
+
+    400 for a malformed request (a JSON ``error`` says what), 429 past a fairness limit
+    (``ACURIO_MAX_ACTIVE_JOBS``, ``ACURIO_UPLOAD_RATE_LIMIT``; ``Retry-After`` when known).
+    """
     declared = _declared_size_too_big(request)
     if declared is not None:
         return json_error(too_big_message(declared))
     if not request.content_type.startswith("multipart/form-data"):
         return json_error("Send the thesis as multipart/form-data with the file in field 'file'.")
-    form = UploadForm(request.POST, request.FILES)
+    try:
+        form = UploadForm(request.POST, request.FILES)
+    except MultiPartParserError as exc:
+        return json_error(f"The multipart body could not be read: {exc}.")
+    except (BadRequest, SuspiciousOperation) as exc:
+        return json_error(f"The multipart body was refused: {exc}.")
     if not form.is_valid():
         return json_error(form.error_text())
-    job = _submit(request, form)
+    try:
+        job = _submit(request, form)
+    except TooManyJobs as exc:
+        return too_many(exc)
     return JsonResponse({"id": job.pk, "run_id": str(job.run_id), "status": job.status}, status=201)
 
 
 @api_login_required
-@require_GET
+@api_methods("GET", "HEAD")
 def api_job(request: HttpRequest, job_id: int) -> JsonResponse:
     """``GET /api/analysis-jobs/<id>``: status and progress, polled by the tab."""
     job = (
@@ -573,7 +674,7 @@ def api_job(request: HttpRequest, job_id: int) -> JsonResponse:
 
 
 @api_login_required
-@require_POST
+@api_methods("POST")
 def api_save_run(request: HttpRequest) -> JsonResponse:
     """``POST /api/analysis-runs`` ``{"job_id"}``: the tab's save; 201 written, 200 no-op.
 
@@ -582,7 +683,9 @@ def api_save_run(request: HttpRequest) -> JsonResponse:
     remote one), so the report the tab opens next carries its assessment.
     """
     try:
-        body = json.loads(request.body or b"null")
+        body = load_json(request.body or b"null", settings.ACURIO_JSON_MAX_DEPTH)
+    except JsonTooDeep as exc:
+        return json_error(f'The body must be JSON: {{"job_id": <id>}}; {exc}')
     except (ValueError, UnicodeDecodeError):
         return json_error('The body must be JSON: {"job_id": <id>}.')
     job_id = body.get("job_id") if isinstance(body, dict) else None

@@ -19,6 +19,50 @@ from .references import Reference
 from .text import fold
 
 MAX_LIBRARY_BYTES = 20 * 1024 * 1024
+# JSON nesting accepted (a CSL-JSON item is 4-5 levels deep); deeper is refused with a message
+# instead of Python's RecursionError.
+MAX_JSON_DEPTH = 64
+
+
+class JsonTooDeep(ValueError):
+    """JSON nested deeper than allowed; the message names the limit."""
+
+
+def json_depth(value: object) -> int:
+    """How deep lists and objects nest in a parsed JSON value (a scalar is 0), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def load_json(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """``json.loads`` with nesting capped at ``max_depth``.
+
+    Raises :class:`JsonTooDeep` past it (also where the parser itself would run out of stack)
+    and ``ValueError`` for text that is not JSON.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JsonTooDeep(
+            f"the JSON nests too deeply (more than {max_depth} levels; the limit is {max_depth})."
+        ) from None
+    depth = json_depth(value)
+    if depth > max_depth:
+        raise JsonTooDeep(f"the JSON nests {depth:,} levels deep; the limit is {max_depth}.")
+    return value
+
+
 TITLE_SIMILARITY = 85.0
 
 
@@ -77,10 +121,12 @@ def _from_bibtex(text: str) -> list[LibraryItem]:
     return items
 
 
-def _from_csl_json(text: str) -> list[LibraryItem]:
+def _from_csl_json(text: str, max_depth: int = MAX_JSON_DEPTH) -> list[LibraryItem]:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = load_json(text, max_depth)
+    except JsonTooDeep as exc:
+        raise AnalysisInputError(f"The CSL-JSON library is not usable: {exc}") from exc
+    except ValueError as exc:
         raise AnalysisInputError("The CSL-JSON library is not valid JSON.") from exc
     if isinstance(data, dict):
         data = data.get("items", [data])
@@ -91,16 +137,22 @@ def _from_csl_json(text: str) -> list[LibraryItem]:
         if not isinstance(it, dict):
             continue
         names = []
-        for a in it.get("author") or it.get("editor") or []:
+        people = it.get("author") or it.get("editor") or []
+        for a in people if isinstance(people, list) else []:
             if isinstance(a, dict):
-                names.append(a.get("family") or a.get("literal") or "")
+                names.append(str(a.get("family") or a.get("literal") or ""))
         issued = it.get("issued") or {}
         year = ""
         if isinstance(issued, dict):
             parts = issued.get("date-parts") or [[issued.get("raw", "")]]
-            year = _year(parts[0][0] if parts and parts[0] else "")
+            # A hostile or broken file may put anything here; only [[year, ...]] has a year.
+            if isinstance(parts, list) and parts and isinstance(parts[0], list) and parts[0]:
+                year = _year(parts[0][0])
+        doi = it.get("DOI") or it.get("doi")
         items.append(
-            LibraryItem(names, year, str(it.get("title", "")), it.get("DOI") or it.get("doi"))
+            LibraryItem(
+                names, year, str(it.get("title", "")), doi if isinstance(doi, str) else None
+            )
         )
     return items
 
@@ -123,7 +175,7 @@ def _from_ris(text: str) -> list[LibraryItem]:
 
 def detect_library_format(data: bytes, filename: str = "") -> str:
     """'bibtex', 'csl-json' or 'ris', from the content first and the extension second."""
-    head = data[:4096].decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    head = _library_text(data[:4096]).lstrip("\ufeff \t\r\n")
     if head.startswith(("[", "{")):
         return "csl-json"
     if re.search(r"^TY  - ", head, re.M):
@@ -173,20 +225,37 @@ class Library:
         return "not_found"
 
 
-def load_library(data: bytes, filename: str = "") -> Library:
-    """Parse a BibTeX, CSL-JSON or RIS library. Raises :class:`AnalysisInputError` if unreadable."""
+def _library_text(data: bytes) -> str:
+    """The library's text: UTF-8, or UTF-16/32 when a byte-order mark says so."""
+    for bom, encoding in (
+        (b"\x00\x00\xfe\xff", "utf-32-be"),
+        (b"\xff\xfe\x00\x00", "utf-32-le"),
+        (b"\xfe\xff", "utf-16-be"),
+        (b"\xff\xfe", "utf-16-le"),
+    ):
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding, errors="replace")
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+def load_library(
+    data: bytes, filename: str = "", *, max_json_depth: int = MAX_JSON_DEPTH
+) -> Library:
+    """Parse a BibTeX, CSL-JSON or RIS library. Raises :class:`AnalysisInputError` if unreadable.
+
+    A CSL-JSON library nested deeper than ``max_json_depth`` is refused with a message."""
     if not data or not data.strip():
         raise AnalysisInputError("The library file is empty.")
     if len(data) > MAX_LIBRARY_BYTES:
         raise AnalysisInputError("The library file is larger than 20 MB.")
     fmt = detect_library_format(data, filename)
-    text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+    text = _library_text(data)
     if fmt == "bibtex":
         items = _from_bibtex(text)
     elif fmt == "ris":
         items = _from_ris(text)
     else:
-        items = _from_csl_json(text)
+        items = _from_csl_json(text, max_json_depth)
     if not items:
         names = {"bibtex": "BibTeX", "ris": "RIS", "csl-json": "CSL-JSON"}
         raise AnalysisInputError(
