@@ -28,12 +28,17 @@ pytestmark = [
 S = "tests.durable.steps."
 
 
+# What an idle worker sent last: its empty claim, or the look for the next due time that
+# follows it (the worker sleeps until then).
+IDLE_QUERIES = ["%FOR UPDATE SKIP LOCKED%", "%SELECT min(run_at)%"]
+
+
 def worker_is_idle() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
-            " AND state = 'idle' AND query LIKE %s",
-            ["%FOR UPDATE SKIP LOCKED%"],
+            " AND state = 'idle' AND query LIKE ANY(%s)",
+            [IDLE_QUERIES],
         )
         return cursor.fetchone() is not None
 
@@ -143,8 +148,8 @@ def claiming_backends() -> set[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pid, backend_start FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query LIKE %s AND pid <> pg_backend_pid()",
-            ["%FOR UPDATE SKIP LOCKED%"],
+            " AND query LIKE ANY(%s) AND pid <> pg_backend_pid()",
+            [IDLE_QUERIES],
         )
         return set(cursor.fetchall())
 
