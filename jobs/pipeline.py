@@ -38,6 +38,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import analysis
+from jobs.analysis.blocks import html_blocks
+from jobs.analysis.parse import parse_blocks
+from jobs.analysis.references import parse_references
 from jobs.durable import PermanentError, fan_out, start, task
 from jobs.durable.isolation import BudgetExceeded, run_isolated
 from jobs.models import AnalysisJob, FailureKind, JobCitation, JobStatus
@@ -329,20 +332,31 @@ def parse_bounded(html: str, *, max_citations: int, max_entries: int) -> dict:
     entries than allowed (``ACURIO_MAX_CITATIONS``, ``ACURIO_MAX_ENTRIES``).
 
     Runs in the isolated child: the counts are checked there, before the citations travel
-    to the worker and before the matching (verify, the costly part) is planned.
+    to the worker and before the matching (verify, the costly part) is planned. The entries
+    are counted first, before any marker is looked for (the citation search reads every
+    entry's names: 20,000 entries and 60,000 markers took a minute before this check).
     """
-    parsed = analysis.parse(html)
+    blocks = html_blocks(html)
+    if max_entries:
+        # One reading of the list (a tenth of the parse's time); the other is checked below.
+        entries = len(parse_references(blocks, numbered=False)[0])
+        if entries > max_entries:
+            raise _too_many_entries(entries, max_entries)
+    parsed = parse_blocks(blocks)
     if max_entries and len(parsed.references) > max_entries:
-        raise analysis.AnalysisInputError(
-            f"This document's reference list has {len(parsed.references):,} entries; "
-            f"the limit is {max_entries:,}."
-        )
+        raise _too_many_entries(len(parsed.references), max_entries)
     if max_citations and len(parsed.citations) > max_citations:
         raise analysis.AnalysisInputError(
             f"This document has {len(parsed.citations):,} citations; "
             f"the limit is {max_citations:,}."
         )
     return parsed.to_dict()
+
+
+def _too_many_entries(entries: int, limit: int) -> analysis.AnalysisInputError:
+    return analysis.AnalysisInputError(
+        f"This document's reference list has {entries:,} entries; the limit is {limit:,}."
+    )
 
 
 def plan(ctx) -> list[int]:
