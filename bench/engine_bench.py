@@ -396,7 +396,8 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         try:
-            with psycopg.connect(dsn(self.dbname), autocommit=True) as conn:
+            # No automatic prepared statements: they break behind a transaction pooler.
+            with psycopg.connect(dsn(self.dbname), autocommit=True, prepare_threshold=None) as conn:
                 while not self.stop_event.is_set():
                     self._sample(conn)
                     self.stop_event.wait(self.interval)
@@ -432,7 +433,8 @@ def _proc_cpu_ticks(pid: int) -> int | None:
 
 
 def admin_conn(dbname: str = "postgres") -> psycopg.Connection:
-    return psycopg.connect(dsn(dbname), autocommit=True)
+    # No automatic prepared statements: they break behind a transaction pooler (PgBouncer).
+    return psycopg.connect(dsn(dbname), autocommit=True, prepare_threshold=None)
 
 
 _DB_STATS = (
