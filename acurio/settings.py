@@ -302,6 +302,8 @@ ACURIO_LEASE_SECONDS = env.float("ACURIO_LEASE_SECONDS", default=60)
 ACURIO_MAX_ATTEMPTS = env.int("ACURIO_MAX_ATTEMPTS", default=5)
 # Steps a worker claims at once and checkpoints in one transaction (group commit); 1: off.
 ACURIO_WORKER_GROUP = env.int("ACURIO_WORKER_GROUP", default=1)
+# Finished workflow instances older than this many days are purged by the sweeper; 0 keeps all.
+ACURIO_DURABLE_RETENTION_DAYS = env.float("ACURIO_DURABLE_RETENTION_DAYS", default=0)
 # Lost leases (crashed, frozen, cut-off workers) a step survives; counted apart from attempts.
 ACURIO_MAX_CRASHES = env.int("ACURIO_MAX_CRASHES", default=20)
 # The database role sql() steps run under (SET LOCAL ROLE); README, "SQL steps under a role".
