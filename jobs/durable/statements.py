@@ -144,7 +144,8 @@ UPSERT_QUEUE = (
     " fair = EXCLUDED.fair"
 )
 
-# The queues with a limit, which the plain claim leaves alone. Sequential scan of a tiny table.
+# The queues with a limit (or fair), which the plain claim leaves alone. Sequential scan
+# of a tiny table.
 LIMITED_QUEUES = (
     f"SELECT name FROM {QUEUE} WHERE concurrency IS NOT NULL OR rate_count IS NOT NULL"
     " OR fair ORDER BY name"
