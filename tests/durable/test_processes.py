@@ -246,7 +246,9 @@ def test_exactly_once_under_sigkill(checkpoint_log, settings, group):
     # steps start() creates here must allow as many as the workers' (ACURIO_MAX_ATTEMPTS below).
     settings.ACURIO_MAX_ATTEMPTS = 1000
     flow = task(S + "record_slowly") >> task(S + "record_slowly") >> task(S + "record_slowly")
-    workflows = 500
+    # Enough work that the kills keep pace even on a loaded machine (a kill and the fork
+    # of its replacement cost more there, so fewer fit in the same work).
+    workflows = 800
     for _ in range(workflows):
         start(flow)
     proc = subprocess.run(
