@@ -14,7 +14,7 @@ Two sources, one page (the text format Prometheus scrapes, from prometheus-clien
   per state of jobs, workflow instances and engine steps, ghost runs within and past grace,
   the backstop's lag, runs not judged, the sweepers' last tick. Every query reads a partial
   or time index whose size is bounded by the work in flight (or by one window of finished
-  work), never by the tables' history: eight small statements per scrape (their indexes are
+  work), never by the tables' history: seven small queries per scrape (their indexes are
   named beside each one below). Nothing is counted from a whole table.
 
 ``/metrics`` is closed unless configured: ``ACURIO_METRICS_TOKEN`` (the scraper sends
@@ -195,8 +195,8 @@ QUERIES = {
           AND run_saved_at IS NULL AND doc_html IS NOT NULL
           AND results IS NOT NULL AND results <> '{{}}'::jsonb
     """,
-    # durable_step_ready (partial: status = 'ready') and durable_step_lease (partial: running
-    # with a lease): only steps in flight.
+    # The partial indexes of ready steps and of leased running steps (durable_step_ready,
+    # durable_step_lease or their per-queue twins): only steps in flight.
     "steps": """
         SELECT
           count(*) FILTER (WHERE run_at <= %(now)s),
