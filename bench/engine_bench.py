@@ -1,4 +1,4 @@
-"""Benchmark of Acurio's durable engine against three PostgreSQL queues (issue 3, "Benchmark").
+"""Benchmark of Acurio's durable engine against three PostgreSQL queues.
 
 One run measures, with 1 and with 4 worker processes, each case repeated (``--repeats``):
 

@@ -1,4 +1,4 @@
-"""Benchmark of the analysis workflow and the web flow around it (issue 6, the web half).
+"""Benchmark of the analysis workflow and the web flow around it.
 
 For each thesis (default: one per format from the corpus plus the 300-page APA thesis as DOCX),
 in a database of its own (``acurio_bench_web``, dropped and re-created at the start):
@@ -203,7 +203,7 @@ def main() -> int:
     results = [bench_one(corpus / name, user, client) for name in args.theses.split(",")]
 
     lines = [
-        "# Web half of issue 6: the analysis workflow and the tab's calls",
+        "# The analysis workflow and the tab's calls",
         "",
         "Produced by `DATABASE_URL=postgres://postgres@127.0.0.1:5432/acurio_bench_web "
         ".venv/bin/python bench/web_pipeline.py --out bench/results/web.md` "

@@ -1,6 +1,6 @@
-"""Benchmark of durable waits and signals (issue 5): what a waiting instance costs.
+"""Benchmark of durable waits and signals: what a waiting instance costs.
 
-Figures, on its own database ``acurio_bench_engine2`` (dropped and re-created each run):
+Figures, on its own database ``acurio_bench_waits`` (dropped and re-created each run):
 
 1. start cost: ``N`` instances that wait (half ``sleep(3600) >> noop``, half
    ``wait_for_signal("go") >> noop``), started in one transaction — ms per instance;
@@ -16,7 +16,7 @@ Figures, on its own database ``acurio_bench_engine2`` (dropped and re-created ea
 
 Usage::
 
-    .venv/bin/python bench/engine2_waits.py [--waiting 10000] [--signals 100]
+    .venv/bin/python bench/durable_waits.py [--waiting 10000] [--signals 100]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-DB = "acurio_bench_engine2"
+DB = "acurio_bench_waits"
 SERVER = "postgres://postgres@127.0.0.1:5432"
 
 
