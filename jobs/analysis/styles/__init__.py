@@ -12,7 +12,13 @@ import re
 
 from ..blocks import Block
 from . import apa, chicago, german, harvard, ieee, vancouver
-from .base import NAME, YEAR, Entry, EntryLike, Style
+from .base import YEAR, Entry, EntryLike, Style
+
+# A cited name in the style counts below: it starts where no letter precedes it and has at
+# most 60 more characters. Unbounded, a long word (or "Aa-Aa-...") is tried from each of its
+# letters, each try running to its end: quadratic, and a 1,000,000-letter word took hours.
+_NAME_START = r"(?<![^\W\d_])"
+_SHORT_NAME = r"[^\W\d_](?:[^\W\d]|['\u2019\-]){0,60}"
 
 _MODULES = (apa, harvard, german, chicago, ieee, vancouver)
 REGISTRY: dict[str, Style] = {m.STYLE.name: m.STYLE for m in _MODULES}
@@ -59,8 +65,14 @@ def detect_style(body: list[Block], refs: list[EntryLike], numeric: bool | None 
         for m in vancouver.PARENS_NUM.finditer(t):
             if not re.fullmatch(rf"\s*{YEAR}\s*", m.group(1)):
                 parens_num += 1
-        ay_comma += len(re.findall(rf"{NAME}(?:\s+et al\.)?,\s+{YEAR}[a-z]?[,;)]", t))
-        ay_plain += len(re.findall(rf"{NAME}(?:\s+et al\.|\s+u\.\s?a\.)?\s+{YEAR}[a-z]?[,;)]", t))
+        ay_comma += len(
+            re.findall(rf"{_NAME_START}{_SHORT_NAME}(?:\s+et al\.)?,\s+{YEAR}[a-z]?[,;)]", t)
+        )
+        ay_plain += len(
+            re.findall(
+                rf"{_NAME_START}{_SHORT_NAME}(?:\s+et al\.|\s+u\.\s?a\.)?\s+{YEAR}[a-z]?[,;)]", t
+            )
+        )
         german_cues += len(german.MARKER_CUES.findall(t))
     ref_numbered_brackets = sum(1 for r in refs if r.text.startswith("["))
     ref_numbered_dots = sum(1 for r in refs if re.match(r"^\d{1,4}\.\s", r.text))
