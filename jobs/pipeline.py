@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sys
 from datetime import timedelta
 
@@ -327,6 +328,13 @@ def parse(ctx) -> dict:
     return data
 
 
+# A parenthesis holding a year, or a bracket of numbers: what most markers look like.
+_MARKER_LIKE = re.compile(
+    r"\([^()]{0,300}?(?<!\d)(?:1[5-9]\d\d|20\d\d)(?!\d)[^()]{0,300}?\)"
+    r"|\[\s*\d{1,4}(?:\s*[,\u2013-]\s*\d{1,4}){0,50}\s*\]"
+)
+
+
 def parse_bounded(html: str, *, max_citations: int, max_entries: int) -> dict:
     """``analysis.parse(html).to_dict()``, refused when the document has more citations or
     entries than allowed (``ACURIO_MAX_CITATIONS``, ``ACURIO_MAX_ENTRIES``).
@@ -342,6 +350,15 @@ def parse_bounded(html: str, *, max_citations: int, max_entries: int) -> dict:
         entries = len(parse_references(blocks, numbered=False)[0])
         if entries > max_entries:
             raise _too_many_entries(entries, max_entries)
+    if max_citations:
+        # A cheap count of marker-like groups first: finding 100,000 markers costs a gigabyte
+        # before any of them could be counted. Past half again the limit, the document is
+        # refused here; below, the exact count after the parse decides.
+        rough = sum(len(_MARKER_LIKE.findall(block.text)) for block in blocks)
+        if rough > max_citations * 3 // 2:
+            raise analysis.AnalysisInputError(
+                f"This document has about {rough:,} citations; the limit is {max_citations:,}."
+            )
     parsed = parse_blocks(blocks)
     if max_entries and len(parsed.references) > max_entries:
         raise _too_many_entries(len(parsed.references), max_entries)
