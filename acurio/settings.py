@@ -151,11 +151,13 @@ if env.str("DATABASE_DIRECT_URL", default=""):
         _fatal(f"DATABASE_DIRECT_URL is not a valid database URL ({exc})")
     if _direct.get("ENGINE") != "django.db.backends.postgresql":
         _fatal("DATABASE_DIRECT_URL must point at PostgreSQL (postgres://user@host:port/name)")
+    # (a Unix socket directory arrives as the URL's ?host=/…&port=…, in OPTIONS)
+    _direct_options = _direct.get("OPTIONS") or {}
     DATABASE_DIRECT = {
         key: value
         for key, value in (
-            ("host", _direct.get("HOST")),
-            ("port", _direct.get("PORT")),
+            ("host", _direct.get("HOST") or _direct_options.get("host")),
+            ("port", _direct.get("PORT") or _direct_options.get("port")),
             ("user", _direct.get("USER")),
             ("password", _direct.get("PASSWORD")),
         )
