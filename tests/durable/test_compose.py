@@ -68,7 +68,7 @@ def test_as_does_not_mutate_the_original():
         (lambda: task("a.b.c").as_("input"), "is reserved"),
         (lambda: sql("  "), "non-empty SQL"),
         (lambda: fan_out(task("a.b.c"), over="x", chunk=0), "positive integer"),
-        (lambda: fan_out(task("a.b") >> task("a.c"), over="x"), "single task or sql"),
+        (lambda: fan_out(task("a.b.c"), over="not a name"), "must name an earlier result"),
         (lambda: task("a.b.c") >> "text", "cannot compose"),
         (
             lambda: compile_graph(task("a.b.c").as_("x") >> task("a.b.d").as_("x")),
