@@ -40,7 +40,23 @@ def test_there_are_at_least_60_inputs():
     assert len({case.name for case in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+# Known to fail today, kept so that a fix shows (strict): reading a one-page PDF of 20,000 text
+# lines needs more than 1 GB in the PDF reader. In production the isolated extract step's
+# budget (ACURIO_STEP_MEMORY_MB) ends it with a clear message and the worker lives on.
+KNOWN_OVER_BUDGET = {"pdf-20k-lines-on-a-page"}
+
+
+def _marked(case):
+    if case.name in KNOWN_OVER_BUDGET:
+        return pytest.param(
+            case,
+            id=case.name,
+            marks=pytest.mark.xfail(strict=True, reason="the PDF reader exceeds 1 GB"),
+        )
+    return pytest.param(case, id=case.name)
+
+
+@pytest.mark.parametrize("case", [_marked(case) for case in CASES])
 def test_hostile_input_ends_clearly_and_bounded(results, case):
     result = results[case.name]
     assert result["outcome"] != "crash", result
