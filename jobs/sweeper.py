@@ -243,6 +243,14 @@ class Sweeper:
     def _backstop_thread(self) -> None:
         try:
             self.backstop()
+        except (OperationalError, InterfaceError) as exc:
+            if connection.is_usable():
+                logger.exception("run backstop failed")
+            else:
+                # The database went away mid-backstop: the ticks report the outage line by
+                # line; the ghosts left are picked up by the first backstop after it.
+                reason = " ".join(str(exc).split())[:200]
+                logger.warning("run backstop stopped: lost the database (%s)", reason)
         except Exception:
             logger.exception("run backstop failed")
         finally:
@@ -254,6 +262,12 @@ class Sweeper:
         # The heartbeat is for operators: failing to write it must not stop the sweep itself.
         try:
             self.heartbeat(**fields)
+        except (OperationalError, InterfaceError) as exc:
+            if connection.is_usable():
+                logger.exception("could not update the heartbeat")
+            else:
+                reason = " ".join(str(exc).split())[:200]
+                logger.warning("could not update the heartbeat: lost the database (%s)", reason)
         except Exception:
             logger.exception("could not update the heartbeat")
 
