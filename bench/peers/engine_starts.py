@@ -80,7 +80,9 @@ def _wait_idle(count: int, timeout: float = 60) -> None:
             cursor.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                 " AND state = 'idle' AND pid <> pg_backend_pid() AND query LIKE %s",
-                ["%SKIP LOCKED%"],
+                # The worker's last statement before it waits: the claim that found nothing,
+                # or the look-up of the next step due later.
+                ["%durable_step%"],
             )
             if cursor.fetchone()[0] >= count:
                 return
