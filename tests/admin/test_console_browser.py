@@ -9,8 +9,6 @@ test decides when a job finishes and watches the page follow.
 
 from __future__ import annotations
 
-import os
-import shutil
 from datetime import timedelta
 
 import pytest
@@ -19,19 +17,10 @@ from django.utils import timezone
 from jobs import pipeline
 from jobs.durable import Worker, start, status, task, wait_for_signal
 from jobs.models import AnalysisJob, AnalysisRun, JobStatus
-from tests.prerequisites import import_playwright, missing
+from tests.chromium import launched_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = os.environ.get("ACURIO_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WAIT_MS = 15_000
 THESIS = b"""# Reading
 
@@ -54,16 +43,9 @@ def echo(ctx):
 
 
 @pytest.fixture
-def browser(monkeypatch):
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        missing("Chromium is not installed (apt-get install -y chromium)")
-    sync_api = import_playwright()
-    # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+def browser():
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture

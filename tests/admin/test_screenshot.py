@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,34 +25,17 @@ from jobs.models import (
     RunEventKind,
     SweeperHeartbeat,
 )
-from tests.prerequisites import import_playwright, missing
+from tests.chromium import launched_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = os.environ.get("ACURIO_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "bench" / "results" / "dashboard.png"
 
 
 @pytest.fixture
-def browser(monkeypatch):
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        missing("Chromium is not installed (apt-get install -y chromium)")
-    sync_api = import_playwright()
-    # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
-    # Set for this test only: later tests' child processes must not inherit the switch.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+def browser():
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 def seed(owners) -> dict:

@@ -8,22 +8,9 @@ a time, so each test decides when the analysis moves on and can watch the page f
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
-from tests.prerequisites import import_playwright, missing
-
-CHROMIUM = os.environ.get("ACURIO_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.chromium import launched_chromium
 
 
 @pytest.fixture(scope="module")
@@ -34,21 +21,8 @@ def chromium():
     running in this thread, which Django's async-safety check (relaxed here) and any other
     test's asyncio.run() would trip over. It is stopped before the next module's tests.
     """
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        missing("Chromium is not installed (apt-get install -y chromium)")
-    playwright_sync = import_playwright()
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with playwright_sync.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    with launched_chromium() as browser:
+        yield browser
 
 
 @pytest.fixture
