@@ -75,33 +75,20 @@ def schedule(
         next_run_at = (
             row.next_run_at if row is not None and row.cron == cron else next_fire(cron, now)
         )
+        fields = {
+            "graph": options.spec,
+            "input": launch.json_input(input),
+            "cron": cron,
+            "label": options.label,
+            "queue": queue,
+            "priority": priority,
+            "on_failure": on_failure,
+            "catch_up_seconds": float(catch_up),
+            "enabled": enabled,
+            "next_run_at": next_run_at,
+        }
         row, _ = Schedule.objects.update_or_create(
-            name=name,
-            defaults={
-                "graph": options.spec,
-                "input": launch.json_input(input),
-                "cron": cron,
-                "label": options.label,
-                "queue": queue,
-                "priority": priority,
-                "on_failure": on_failure,
-                "catch_up_seconds": float(catch_up),
-                "enabled": enabled,
-                "next_run_at": next_run_at,
-            },
-            create_defaults={
-                "graph": options.spec,
-                "input": launch.json_input(input),
-                "cron": cron,
-                "label": options.label,
-                "queue": queue,
-                "priority": priority,
-                "on_failure": on_failure,
-                "catch_up_seconds": float(catch_up),
-                "enabled": enabled,
-                "next_run_at": next_run_at,
-                "created_at": now,
-            },
+            name=name, defaults=fields, create_defaults={**fields, "created_at": now}
         )
     return row
 
