@@ -24,15 +24,12 @@ from django.db.models import (
     Exists,
     ExpressionWrapper,
     F,
-    Func,
-    IntegerField,
     OuterRef,
     Q,
     Value,
     When,
 )
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast, Coalesce, Upper
+from django.db.models.functions import Coalesce, Upper
 from django.utils import timezone
 
 from jobs.durable.graph import iter_spec
@@ -393,17 +390,6 @@ class AnalysisJob(models.Model):
         }
 
 
-class JsonbArrayLength(Func):
-    function = "jsonb_array_length"
-    output_field = IntegerField()
-
-
-def _summary_int(key: str) -> Coalesce:
-    return Coalesce(
-        Cast(KeyTextTransform(key, KeyTransform("summary", "report")), IntegerField()), 0
-    )
-
-
 class AnalysisRunQuerySet(models.QuerySet):
     def owned_by(self, user) -> AnalysisRunQuerySet:
         return self.filter(owner=user)
@@ -411,23 +397,6 @@ class AnalysisRunQuerySet(models.QuerySet):
     def unjudged(self) -> AnalysisRunQuerySet:
         """Runs whose current job has not been judged: the judge backstop's selection."""
         return self.filter(Q(judged_job__isnull=True) | ~Q(judged_job=models.F("job")))
-
-    def with_counts(self, problem_verdicts: list[str]) -> AnalysisRunQuerySet:
-        """Annotate citation, reference, problem and uncited counts read from the report JSON.
-
-        Computed in SQL from the stored report, so a list of runs never loads a report payload
-        or a (TOASTed) doc_html into Python. ``problem_verdicts`` are summed into
-        ``problem_count``.
-        """
-        problems = _summary_int(problem_verdicts[0])
-        for verdict in problem_verdicts[1:]:
-            problems = problems + _summary_int(verdict)
-        return self.annotate(
-            citation_count=Coalesce(JsonbArrayLength(KeyTransform("citations", "report")), 0),
-            reference_count=Coalesce(JsonbArrayLength(KeyTransform("references", "report")), 0),
-            problem_count=problems,
-            uncited_count=_summary_int("uncited"),
-        )
 
 
 class AnalysisRun(models.Model):
