@@ -339,6 +339,19 @@ ACURIO_MAX_ENTRIES = env.int("ACURIO_MAX_ENTRIES", default=5_000)
 ACURIO_MAX_ACTIVE_JOBS = env.int("ACURIO_MAX_ACTIVE_JOBS", default=3)
 ACURIO_UPLOAD_RATE_LIMIT = env.int("ACURIO_UPLOAD_RATE_LIMIT", default=20)
 ACURIO_UPLOAD_RATE_WINDOW_SECONDS = env.int("ACURIO_UPLOAD_RATE_WINDOW_SECONDS", default=600)
+# Analyses of uploads over ACURIO_LARGE_UPLOAD_KB run in the queue "analysis-large", at most
+# ACURIO_LARGE_ANALYSIS_SLOTS of its steps at once across all workers (fair between owners),
+# so worker threads beyond that are always free for small uploads (jobs.pipeline.queue_of);
+# 0 slots: no separate queue.
+ACURIO_LARGE_UPLOAD_KB = env.int("ACURIO_LARGE_UPLOAD_KB", default=512)
+ACURIO_LARGE_ANALYSIS_SLOTS = env.int("ACURIO_LARGE_ANALYSIS_SLOTS", default=2)
+# Queues of durable workflows with limits (jobs.durable.queues): every worker writes them to
+# the database at start.
+ACURIO_DURABLE_QUEUES = (
+    {"analysis-large": {"concurrency": ACURIO_LARGE_ANALYSIS_SLOTS, "fair": True}}
+    if ACURIO_LARGE_ANALYSIS_SLOTS > 0
+    else {}
+)
 # JSON nesting accepted in API bodies and CSL-JSON libraries (deeper: a clear 400, not a
 # RecursionError).
 ACURIO_JSON_MAX_DEPTH = env.int("ACURIO_JSON_MAX_DEPTH", default=64)

@@ -134,6 +134,22 @@ def priority_of(size: int) -> int:
     return max(0, 9 - math.ceil(math.log2(size / PRIORITY_BASE_BYTES)))
 
 
+# Priority alone decides only which step starts *next*: a small thesis uploaded while every
+# worker thread is inside a long step of a giant one (a 2,000-page extract takes many seconds)
+# still waits for that step to end. So the analyses of large uploads run in a queue of their
+# own whose concurrency, across all workers, is capped (ACURIO_LARGE_ANALYSIS_SLOTS, declared
+# in settings.ACURIO_DURABLE_QUEUES, fair between owners): with more worker threads than that,
+# a thread is always free for the small ones (bench/hostile_bench.py --fairness).
+LARGE_QUEUE = "analysis-large"
+
+
+def queue_of(size: int) -> str:
+    """The engine queue of an analysis of an upload of ``size`` bytes."""
+    if settings.ACURIO_LARGE_ANALYSIS_SLOTS and size > settings.ACURIO_LARGE_UPLOAD_KB * 1024:
+        return LARGE_QUEUE
+    return "default"
+
+
 def extraction_limits() -> analysis.Limits:
     """The extraction bounds of this deployment (settings; README, "Limits")."""
     mb = 1024 * 1024
@@ -204,6 +220,7 @@ def _start(job: AnalysisJob, size: int) -> AnalysisJob:
         owner=job.owner,
         input={"job_id": job.pk, "resolver_url": resolver_url},
         on_failure=ON_FAILURE,
+        queue=queue_of(size),
         priority=priority_of(size),
     )
     job.save(update_fields=["workflow_id", "updated_at"])
