@@ -6,7 +6,9 @@
 # SECURE_SSL_REDIRECT=0 ACURIO_TRUST_X_FORWARDED_PROTO=0. With one proxy in front, set
 # ACURIO_TRUSTED_PROXIES=1 so sign-in throttling sees client addresses. EMAIL_URL enables
 # password reset. Run the worker and the sweeper as separate containers from the same image
-# (see README, "Operations" and "Security settings in production").
+# (`python manage.py worker --concurrency 3`: more threads than ACURIO_LARGE_ANALYSIS_SLOTS, so
+# small theses never wait for large ones; `python manage.py sweeper`; see README, "Operations"
+# and "Security settings in production").
 FROM python:3.13-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -41,6 +41,10 @@ PORT = os.environ.get("ACURIO_PORT", "8000")
 
 # Children the launcher restarts after a crash; the rest (web) stop everything when they exit.
 RESTARTABLE = frozenset({"worker", "sweeper"})
+# The worker's threads: more than the steps of large uploads that may run at once
+# (ACURIO_LARGE_ANALYSIS_SLOTS, 2), so a small thesis always finds a free one. The analysis
+# steps that take CPU run in child processes of their own, so threads do not share one core.
+WORKER_THREADS = 3
 _PR_SET_PDEATHSIG = 1
 
 
@@ -133,7 +137,7 @@ def _children() -> dict[str, list[str]]:
             # other, and nothing here uses it.
             "--no-control-socket",
         ],
-        "worker": [py, manage, "worker"],
+        "worker": [py, manage, "worker", "--concurrency", str(WORKER_THREADS)],
         "sweeper": [py, manage, "sweeper"],
     }
 
