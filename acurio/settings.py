@@ -137,12 +137,26 @@ _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", env.int("DATABASE_CO
 # them off (a proxy that cannot keep prepared statements, such as PgBouncer before 1.21).
 if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
     _db["OPTIONS"].setdefault("prepare_threshold", 2**31 - 1)
+# What DATABASE_URL reaches the server through. "transaction": a transaction pooler (PgBouncer
+# with pool_mode = transaction, as most managed PostgreSQL services run it), where each
+# transaction may run on another server connection that other clients share, so nothing may
+# be SET on a session: the connection is jobs.durable.pooled's, which applies the settings a
+# process needs at the start of each transaction (jobs.durable.sessions says which). "none"
+# (the server itself) and "session" (a session pooler: a server connection per client
+# session) keep session settings.
+DATABASE_POOLER = env.str("DATABASE_POOLER", default="none").strip().lower()
+if DATABASE_POOLER not in ("none", "session", "transaction"):
+    _fatal(f"DATABASE_POOLER must be none, session or transaction (not {DATABASE_POOLER!r})")
+if DATABASE_POOLER == "transaction":
+    _db["ENGINE"] = "jobs.durable.pooled"
 DATABASES = {"default": _db}
-# LISTEN needs a session of its own, which a transaction-pooling proxy (PgBouncer in
-# transaction mode) does not give: with DATABASE_DIRECT_URL the worker LISTENs on a connection
-# of its own to that address (its host, port, user and password; the database is DATABASE_URL's,
-# so a test database is followed). Everything else goes through DATABASE_URL. Unset: the worker
-# LISTENs on its ordinary connection.
+# LISTEN and a worker's session settings need a session of their own, which a
+# transaction-pooling proxy (PgBouncer in transaction mode) does not give: with
+# DATABASE_DIRECT_URL the worker and sweeper commands connect to that address instead of
+# DATABASE_URL (jobs.durable.sessions.use_direct_connection), and the worker LISTENs there on a
+# connection of its own, as WorkflowHandle.result() does in any process: its host, port, user
+# and password; the database is DATABASE_URL's, so a test database is followed. The web stays
+# on DATABASE_URL. Unset: everything uses DATABASE_URL.
 DATABASE_DIRECT: dict[str, str | int] = {}
 if env.str("DATABASE_DIRECT_URL", default=""):
     try:

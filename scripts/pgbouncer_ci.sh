@@ -57,7 +57,8 @@ server_check_delay = 10
 ; the suite drops the databases it created: idle server connections must not hold them
 server_idle_timeout = 5
 ; libpq "options" (-c name=value) is not a parameter PgBouncer can pass on: it would refuse
-; the connection; dropped, so the worker's code version is not announced through it
+; the connection. With DATABASE_POOLER=transaction none are sent (each transaction sets the
+; code version); listed for clients that still send them, whose options are then dropped
 ignore_startup_parameters = extra_float_digits,options
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid

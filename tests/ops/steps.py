@@ -14,3 +14,25 @@ def fail_once(ctx: Any) -> int:
     if ctx.attempt == 1:
         raise RuntimeError("transient failure on the first attempt")
     return ctx.attempt
+
+
+def session_settings(ctx: Any) -> dict[str, Any]:
+    """What the step's own transaction sees of its session: the backend, its name and the
+    worker's bounds (tests/ops/test_pooler.py)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_backend_pid(), current_setting('application_name'),"
+            " current_setting('lock_timeout'),"
+            " current_setting('idle_in_transaction_session_timeout'),"
+            " current_setting('acurio.code_version', true)"
+        )
+        pid, name, lock, idle, version = cursor.fetchone()
+    return {
+        "pid": pid,
+        "application_name": name,
+        "lock_timeout": lock,
+        "idle_in_transaction_session_timeout": idle,
+        "code_version": version,
+    }

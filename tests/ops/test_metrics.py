@@ -345,6 +345,7 @@ def test_log_format_json_writes_one_object_per_line():
         ("ACURIO_METRICS_ALLOW", "10.0.0.0/8,intranet", "'intranet' is not an address or network"),
         ("LOG_FORMAT", "xml", "LOG_FORMAT must be plain or json"),
         ("DATABASE_DIRECT_URL", "mysql://u@h/db", "DATABASE_DIRECT_URL must point at PostgreSQL"),
+        ("DATABASE_POOLER", "statement", "DATABASE_POOLER must be none, session or transaction"),
     ],
 )
 def test_wrong_settings_are_one_clear_line(variable, setting, message):

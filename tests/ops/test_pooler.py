@@ -8,21 +8,30 @@ points at PgBouncer and ``DATABASE_DIRECT_URL`` at the server itself.
   ``DATABASE_DIRECT_URL`` is set, and a NOTIFY sent through the pooler wakes it at once.
 * What the engine sets for a step (its statement timeout) is transaction-local: nothing of it
   is left on the connection for the next client of a pooled server connection.
+* A worker's session settings (jobs.durable.sessions): with ``DATABASE_DIRECT_URL`` the
+  worker's own connection goes to the server and its session has them; through the pooler
+  without it (``DATABASE_POOLER=transaction``) each transaction has them, and no server
+  connection of the pool keeps any for the next client (that test needs the pooler: CI's
+  PgBouncer stage).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from django.conf import settings
 from django.db import connection
 
-from jobs.durable import Worker, start, status, task
+from jobs.durable import Worker, result, start, status, task
+from jobs.durable.models import Step
 from tests.processes import ROOT, child_env, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,3 +88,105 @@ def test_a_steps_statement_timeout_does_not_outlive_its_transaction():
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == before
+
+
+# The worker's bounds as the children below get them: lock_timeout = the lease,
+# idle_in_transaction_session_timeout = the step timeout + the lease (as PostgreSQL shows them).
+BOUNDS = {"ACURIO_LEASE_SECONDS": "45", "ACURIO_STEP_TIMEOUT_SECONDS": "255"}
+
+
+def run_worker_once(env: dict[str, str], label: str, count: int = 3) -> tuple[list, int]:
+    """Start ``count`` instances of the session probe, run ``manage.py worker --once`` over
+    them; their results and the worker's pid."""
+    instances = [
+        start(task("tests.ops.steps.session_settings"), label=f"{label} {i}") for i in range(count)
+    ]
+    proc = subprocess.run(
+        [sys.executable, str(Path(ROOT) / "manage.py"), "worker", "--once"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [status(i) for i in instances] == ["completed"] * count, proc.stderr
+    pid = int(proc.stderr.split(f"{socket.gethostname()}:", 1)[1].split(":", 1)[0])
+    return instances, pid
+
+
+def test_a_worker_with_the_direct_url_keeps_its_session_settings():
+    env = child_env(DEBUG="1", DATABASE_DIRECT_URL=direct_url(), **BOUNDS)
+    instances, pid = run_worker_once(env, "direct")
+    for instance in instances:
+        seen = result(instance)
+        assert seen["application_name"].startswith(f"{socket.gethostname()}:{pid}:")
+        assert seen["lock_timeout"] == "45s"
+        assert seen["idle_in_transaction_session_timeout"] == "5min"
+        assert seen["code_version"]
+    if settings.DATABASE_POOLER == "transaction":
+        # Its own backend, none of the pool's server connections.
+        assert not {result(i)["pid"] for i in instances} & pooled_server_pids()
+
+
+def pooled_server_pids() -> set[int]:
+    """The backends of PgBouncer's server connections to the test database (its admin
+    console, ``SHOW SERVERS``)."""
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 6432,
+        user=db["USER"] or "postgres",
+        dbname="pgbouncer",
+        autocommit=True,
+    ) as admin:
+        cursor = admin.execute("SHOW SERVERS")
+        columns = [column.name for column in cursor.description]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    return {row["remote_pid"] for row in rows if row["database"] == db["NAME"]}
+
+
+@pytest.mark.skipif(
+    settings.DATABASE_POOLER != "transaction",
+    reason="needs DATABASE_URL through a transaction pooler (CI's PgBouncer stage)",
+)
+def test_a_worker_through_the_pooler_leaves_nothing_on_the_pools_connections():
+    env = child_env(DEBUG="1", DATABASE_POOLER="transaction", **BOUNDS)
+    env.pop("DATABASE_DIRECT_URL", None)
+    instances, pid = run_worker_once(env, "pooled")
+    # Each transaction of the worker had its bounds and its code version, but no name.
+    for instance in instances:
+        seen = result(instance)
+        assert f":{pid}:" not in seen["application_name"]
+        assert seen["lock_timeout"] == "45s"
+        assert seen["idle_in_transaction_session_timeout"] == "5min"
+        assert seen["code_version"]
+    claimed_on = set(
+        Step.objects.filter(instance_id__in=instances).values_list("lease_backend", flat=True)
+    )
+
+    # Another client takes every server connection of the pool at once (a transaction open
+    # on each), those the worker ran on among them, and finds the server's defaults.
+    probe = (
+        "SELECT pg_backend_pid(), current_setting('application_name'),"
+        " current_setting('acurio.code_version', true),"
+        " (SELECT array_agg(name ORDER BY name) FROM pg_settings"
+        "  WHERE name IN ('lock_timeout', 'idle_in_transaction_session_timeout')"
+        "  AND setting IS DISTINCT FROM reset_val)"
+    )
+    clients = []
+    try:
+        seen = {}
+        for _ in range(len(pooled_server_pids())):
+            client = psycopg.connect(database_url(), prepare_threshold=None)
+            clients.append(client)
+            backend, name, version, changed = client.execute(probe).fetchone()
+            seen[backend] = (name, version, changed)
+    finally:
+        for client in clients:
+            client.close()
+    assert claimed_on & set(seen), (claimed_on, seen)
+    for backend, (name, version, changed) in seen.items():
+        assert f":{pid}:" not in name, (backend, name)
+        assert not version, (backend, version)
+        assert not changed, (backend, changed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 
 from jobs.durable.observe import serve_metrics
+from jobs.durable.sessions import use_direct_connection
 from jobs.sweeper import Sweeper
 
 
@@ -31,6 +32,13 @@ class Command(BaseCommand):
             default="127.0.0.1",
             help="Address the metrics port binds to (default 127.0.0.1; it has no token).",
         )
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # A sweeper process of its own (not call_command in another program): with
+        # DATABASE_DIRECT_URL it connects to the server itself, not through the pooler
+        # (jobs.durable.sessions): a session of its own, its code version announced at connect.
+        use_direct_connection()
+        super().run_from_argv(argv)
 
     def handle(self, *args, once: bool = False, **options) -> None:
         if options.get("metrics_port"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.durable.observe import serve_metrics
+from jobs.durable.sessions import use_direct_connection
 from jobs.durable.worker import Worker
 
 
@@ -56,6 +57,14 @@ class Command(BaseCommand):
             default="127.0.0.1",
             help="address the metrics port binds to (default 127.0.0.1; it has no token)",
         )
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # A worker process of its own (manage.py worker; call_command in another program
+        # leaves that program's connection alone): its session settings and LISTEN need a
+        # session of its own, so with DATABASE_DIRECT_URL it connects there, not through the
+        # pooler (jobs.durable.sessions).
+        use_direct_connection()
+        super().run_from_argv(argv)
 
     def handle(
         self,
