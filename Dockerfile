@@ -28,9 +28,18 @@ RUN SECRET_KEY=collectstatic-only-not-a-secret-long-enough-for-the-fifty-charact
     DATABASE_URL=postgres://build@localhost/build \
     python manage.py collectstatic --noinput \
  && useradd --system --uid 10001 --home /app acurio \
- && chown -R acurio /app/staticfiles
+ && chown -R acurio /app/staticfiles \
+ && mkdir -p /tmp/acurio-metrics \
+ && chown acurio /tmp/acurio-metrics
+
+# gunicorn's workers are processes of their own: each writes its counters here and /metrics
+# adds them up (prometheus-client's multiprocess mode; README, "Metrics"). One directory per
+# container, never shared between containers (process ids repeat from one container to the
+# next); the default command empties it before gunicorn starts. Worker and sweeper containers
+# serve their own counters with --metrics-port.
+ENV PROMETHEUS_MULTIPROC_DIR=/tmp/acurio-metrics
 
 USER acurio
 EXPOSE 8000
 # Migrations run as a release step: docker run IMAGE python manage.py migrate
-CMD ["gunicorn", "acurio.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--graceful-timeout", "30"]
+CMD ["sh", "-c", "rm -f \"$PROMETHEUS_MULTIPROC_DIR\"/*.db; exec gunicorn acurio.wsgi --bind 0.0.0.0:8000 --workers 3 --access-logfile - --graceful-timeout 30"]

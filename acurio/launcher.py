@@ -13,6 +13,9 @@ directory refuses with one line instead of starting a second worker and sweeper 
 first. The kernel drops the lock when the process ends however it ends, so a crashed launcher
 never leaves a stale lock behind.
 
+Web, worker and sweeper share one ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_dir`, emptied at
+every start), so ``/metrics`` adds up the counters of all three, not only the web's.
+
 A worker or sweeper that exits while nobody asked it to (a crash, the kernel's OOM killer) is
 restarted after a doubling delay, with one line in the log; past ``ACURIO_RESTARTS_PER_MINUTE``
 crashes of one child within a minute the launcher stops everything instead of spinning in a
@@ -113,6 +116,22 @@ def describe_exit(returncode: int) -> str:
     return f"exited with {returncode}"
 
 
+def metrics_dir() -> Path:
+    """The ``PROMETHEUS_MULTIPROC_DIR`` of this launcher's children, emptied of earlier runs'
+    files: ``PROMETHEUS_MULTIPROC_DIR`` if set, else ``var/metrics/<port>`` (one per port, so
+    launchers serving other ports do not empty each other's).
+
+    prometheus-client's multiprocess mode keeps one file per process id and adds up every file
+    it finds, dead processes' included: files left from an earlier run would be counted again.
+    Only its own files (``*.db``) are removed, in case the directory given holds others."""
+    configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    path = Path(configured) if configured else BASE_DIR / "var" / "metrics" / PORT
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.db"):
+        stale.unlink(missing_ok=True)
+    return path
+
+
 def _children() -> dict[str, list[str]]:
     py = sys.executable
     manage = str(BASE_DIR / "manage.py")
@@ -184,6 +203,9 @@ def main() -> int:
         except AlreadyRunning as exc:
             sys.stderr.write(f"acurio: {exc}\n")
             return 1
+    # After the lock (a refused second start must not empty the first one's files), before
+    # Django starts: every child inherits it from this environment.
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir())
 
     import django
 

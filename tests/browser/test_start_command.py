@@ -220,6 +220,9 @@ def test_start_serves_the_whole_flow_to_the_demo_user(chromium, launch):
 # --- Crashed children ---------------------------------------------------------------------
 
 
+METRICS_TOKEN = "start-test-metrics-token-0123456789"
+
+
 def wait_complete(job, timeout: float = 90) -> None:
     from jobs.models import JobStatus
 
@@ -238,7 +241,7 @@ def wait_complete(job, timeout: float = 90) -> None:
 def test_a_killed_child_is_restarted_and_a_job_still_completes(launch, user, name):
     from jobs.pipeline import submit_analysis
 
-    launcher = launch(suite_env())
+    launcher = launch(suite_env(ACURIO_METRICS_TOKEN=METRICS_TOKEN))
     launcher.wait_healthy()
     victim = launcher.child(name)
     others = {n: launcher.child(n).pid for n in ("web", "worker", "sweeper") if n != name}
@@ -255,6 +258,17 @@ def test_a_killed_child_is_restarted_and_a_job_still_completes(launch, user, nam
     wait_complete(job)
     crash_lines = [line for line in launcher.lines[mark:] if line.startswith("acurio: ")]
     assert crash_lines == [f"acurio: {name} was killed by SIGKILL; restarting it in 1 s"]
+    # The launcher gives its children one PROMETHEUS_MULTIPROC_DIR: the web's /metrics shows
+    # the steps the worker ran.
+    request = urllib.request.Request(
+        f"{launcher.base}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        page = resp.read().decode()
+    completed = re.search(
+        r'^acurio_durable_steps_total\{kind="task",outcome="completed"\} (\S+)$', page, re.M
+    )
+    assert completed and float(completed[1]) >= 1, page
 
     assert launcher.stop() == 0, launcher.output
 
