@@ -43,9 +43,9 @@ server connection, which other clients share):
   worker's transaction is then not ended early: the recovered attempt's statements give up
   after ``lock_timeout`` (one lease) and are retried until the stalled transaction ends (its
   ``idle_in_transaction_session_timeout``, or the pooler's own timeouts). Statements the
-  engine runs in autocommit (the claim) get no setting at all, so a claimed step's
-  ``code_version`` stays empty. Server-side keepalives concern the pooler's sockets, not the
-  worker's, and are left to it.
+  engine runs in autocommit get no setting at all: a claimed step's ``code_version`` stays
+  empty, and so does an instance's started outside ``atomic``. Server-side keepalives
+  concern the pooler's sockets, not the worker's, and are left to it.
 """
 
 from __future__ import annotations

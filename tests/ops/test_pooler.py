@@ -28,10 +28,11 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from jobs.durable import Worker, result, start, status, task
-from jobs.durable.models import Step
+from jobs.durable.models import Instance, Step
+from jobs.durable.sessions import code_version
 from tests.processes import ROOT, child_env, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -190,3 +191,18 @@ def test_a_worker_through_the_pooler_leaves_nothing_on_the_pools_connections():
         assert f":{pid}:" not in name, (backend, name)
         assert not version, (backend, version)
         assert not changed, (backend, changed)
+
+
+@pytest.mark.skipif(
+    settings.DATABASE_POOLER != "transaction",
+    reason="needs DATABASE_URL through a transaction pooler (CI's PgBouncer stage)",
+)
+def test_through_the_pooler_an_instance_started_in_a_transaction_records_the_code_version():
+    # This process's connection is the pooled backend's: no startup options, no session SET;
+    # its transaction starts with the code version, which the instance's column default reads.
+    with transaction.atomic():
+        instance = start(task("tests.ops.steps.noop"), label="versioned")
+    assert Instance.objects.get(pk=instance).code_version == code_version()
+    with connection.cursor() as cursor:  # and nothing of it outlives the transaction
+        cursor.execute("SELECT current_setting('acurio.code_version', true)")
+        assert not cursor.fetchone()[0]
