@@ -225,12 +225,15 @@ def error(instance_id: uuid.UUID | str) -> str:
 
 
 def cancel(instance_id: uuid.UUID | str | None = None, **filters: Any) -> bool | int:
-    """Cancel an unfinished instance: its unfinished steps never run (or never checkpoint).
+    """Cancel an unfinished instance: its unfinished steps never run (or never checkpoint),
+    and its unfinished child workflows (and theirs) are cancelled in the same transaction
+    (:func:`jobs.durable.lifecycle.cancel_descendants`).
 
-    Returns False when the instance had already finished. The on_failure hook is called with
-    the error ``"cancelled"``. Without an id, cancel every unfinished instance matching the
-    filters (``label``, ``owner``, ``queue``, ``status``, ``created_before``, ``user``) in
-    batches and return how many (:func:`jobs.durable.lifecycle.cancel_where`).
+    Returns False when the instance had already finished (its unfinished descendants, if
+    any, are cancelled all the same). The on_failure hook is called with the error
+    ``"cancelled"``. Without an id, cancel every unfinished instance matching the filters
+    (``label``, ``owner``, ``queue``, ``status``, ``created_before``, ``user``) in batches
+    and return how many (:func:`jobs.durable.lifecycle.cancel_where`).
     """
     if instance_id is None:
         return lifecycle.cancel_where(**filters)
@@ -240,7 +243,10 @@ def cancel(instance_id: uuid.UUID | str | None = None, **filters: Any) -> bool |
     with transaction.atomic():
         if not Instance.objects.filter(pk=pk).exists():
             raise InstanceNotFound(f"no workflow instance {pk}")
-        return Txn(load_graph(pk)).finish_instance(InstanceStatus.CANCELLED, "cancelled")
+        txn = Txn(load_graph(pk))
+        cancelled = txn.finish_instance(InstanceStatus.CANCELLED, "cancelled")
+        lifecycle.cancel_descendants([pk], txn.now)
+        return cancelled
 
 
 def instances(

@@ -4,6 +4,9 @@
   failed or cancelled step not below a completed one (a race's losers, a broken loop's body
   stay as they are) goes back to ready (leaves, with a fresh retry budget) or running
   (composites, whose counters still count the children left); completed checkpoints stay.
+  A reopened ``call`` step keeps its child (the same deterministic id,
+  ``child:<instance>:<step>``): a failed or cancelled child is resumed with it, in the same
+  transaction, so the child's completed steps are not run again either.
 * :func:`fork` — a new instance of the same graph and input that reuses the original's
   checkpoints up to a step: the new instance is activated as usual, and each ready leaf whose
   key the original completed before that step was activated is checkpointed at once with the
@@ -14,15 +17,20 @@
 * :func:`cancel_where` — cancel every unfinished instance matching a filter, in batches: one
   statement per batch for the instances, one for their steps, the hooks in the same
   transaction.
+* :func:`cancel_descendants` — the cascade of every cancel (``cancel(id)``, the CLI, the
+  admin, :func:`cancel_where`): the unfinished child workflows of the cancelled instances,
+  their children and so on, in the cancel's own transaction.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
+import psycopg
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from jobs.durable import launch, statements
@@ -30,17 +38,25 @@ from jobs.durable.db import decode_json
 from jobs.durable.engine import Txn, _max_attempts, load_graph
 from jobs.durable.errors import DefinitionError, DurableError, InstanceNotFound
 from jobs.durable.kinds import get_kind
+from jobs.durable.kinds.children import child_workflow_id
 from jobs.durable.models import (
     INSTANCE_FINISHED,
     Instance,
     InstanceStatus,
     Step,
+    instance_pk_for,
     parse_instance_id,
 )
 from jobs.durable.state import STEP_FIELDS, StepRow
 
+logger = logging.getLogger("jobs.durable.lifecycle")
+
 PURGE_BATCH = 500
 CANCEL_BATCH = 500
+# A cascade that loses a deadlock to a worker finishing a child (see cancel_descendants) is
+# rolled back to its savepoint and run again, at most this many times.
+CASCADE_ATTEMPTS = 5
+UNFINISHED = (InstanceStatus.PENDING, InstanceStatus.RUNNING)
 
 
 class NotResumable(DurableError):
@@ -51,57 +67,85 @@ class NotResumable(DurableError):
 def resume(instance_id: uuid.UUID | str) -> bool:
     """Run a failed or cancelled instance again from its failed (and cancelled) steps.
 
-    Completed checkpoints are kept and not run again. Joins the caller's transaction. Returns
-    True once the instance is running again; NotResumable for an instance that completed or
-    is still unfinished, InstanceNotFound for none.
+    Completed checkpoints are kept and not run again. A reopened ``call`` step (a child
+    workflow, or a fan_out chunk's) reattaches to the child it started: that child, if it
+    failed or was cancelled (a cancel cascades to children), is resumed too, and so on down,
+    so its completed steps are not run again; a completed child's result is bound as is.
+    Joins the caller's transaction. Returns True once the instance is running again;
+    NotResumable for an instance that completed or is still unfinished, InstanceNotFound for
+    none.
     """
     pk = parse_instance_id(instance_id)
-    now = timezone.now()
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(statements.LOCK_INSTANCE_FOR_SIGNAL, [pk])
-            row = cursor.fetchone()
-        if row is None:
-            raise InstanceNotFound(f"no workflow instance {pk}")
-        if row[0] not in (InstanceStatus.FAILED, InstanceStatus.CANCELLED):
-            raise NotResumable(
-                f"workflow instance {pk} is {row[0]}: only a failed or cancelled one resumes"
-            )
-        graph = load_graph(pk)
-        steps = list(
-            Step.objects.of_instance(pk).values_list("id", "parent_id", "status", "node_id")
-        )
-        by_id = {s[0]: s for s in steps}
-
-        def reopens(step_id: int) -> bool:
-            # A failed/cancelled step reopens unless an ancestor completed (that part of the
-            # graph is decided: a race's loser, a loop body after its Break).
-            parent_id = by_id[step_id][1]
-            while parent_id is not None:
-                if by_id[parent_id][2] == "completed":
-                    return False
-                parent_id = by_id[parent_id][1]
-            return True
-
-        leaves, composites = [], []
-        for step_id, _parent, state, node_id in steps:
-            if state not in ("failed", "cancelled") or not reopens(step_id):
-                continue
-            node = graph.nodes[node_id]
-            if get_kind(node["kind"]).leaf:
-                leaves.append((step_id, _max_attempts(node)))
-            else:
-                composites.append(step_id)
-        if not leaves and not composites:
-            raise NotResumable(f"workflow instance {pk} has no failed or cancelled step to rerun")
-        with connection.cursor() as cursor:
-            for step_id, budget in leaves:
-                cursor.execute(statements.REOPEN_LEAF, [budget, now, step_id])
-            if composites:
-                cursor.execute(statements.REOPEN_COMPOSITES, [composites])
-            cursor.execute(statements.REOPEN_INSTANCE, [pk])
-            cursor.execute(statements.NOTIFY)
+        _resume(pk, timezone.now())
     return True
+
+
+def _resume(pk: uuid.UUID, now: datetime) -> None:
+    """resume() in the caller's transaction: the instance, then its reopened calls' children."""
+    with connection.cursor() as cursor:
+        cursor.execute(statements.LOCK_INSTANCE_FOR_SIGNAL, [pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise InstanceNotFound(f"no workflow instance {pk}")
+    if row[0] not in (InstanceStatus.FAILED, InstanceStatus.CANCELLED):
+        raise NotResumable(
+            f"workflow instance {pk} is {row[0]}: only a failed or cancelled one resumes"
+        )
+    graph = load_graph(pk)
+    steps = list(Step.objects.of_instance(pk).values_list("id", "parent_id", "status", "node_id"))
+    by_id = {s[0]: s for s in steps}
+
+    def reopens(step_id: int) -> bool:
+        # A failed/cancelled step reopens unless an ancestor completed (that part of the
+        # graph is decided: a race's loser, a loop body after its Break).
+        parent_id = by_id[step_id][1]
+        while parent_id is not None:
+            if by_id[parent_id][2] == "completed":
+                return False
+            parent_id = by_id[parent_id][1]
+        return True
+
+    leaves, composites, calls = [], [], []
+    for step_id, _parent, state, node_id in steps:
+        if state not in ("failed", "cancelled") or not reopens(step_id):
+            continue
+        node = graph.nodes[node_id]
+        if get_kind(node["kind"]).leaf:
+            leaves.append((step_id, _max_attempts(node)))
+            if node["kind"] == "call":
+                calls.append(step_id)
+        else:
+            composites.append(step_id)
+    if not leaves and not composites:
+        raise NotResumable(f"workflow instance {pk} has no failed or cancelled step to rerun")
+    with connection.cursor() as cursor:
+        for step_id, budget in leaves:
+            cursor.execute(statements.REOPEN_LEAF, [budget, now, step_id])
+        if composites:
+            cursor.execute(statements.REOPEN_COMPOSITES, [composites])
+        cursor.execute(statements.REOPEN_INSTANCE, [pk])
+        cursor.execute(statements.NOTIFY)
+    _resume_children(pk, calls, now)
+
+
+def _resume_children(pk: uuid.UUID, call_steps: list[int], now: datetime) -> None:
+    """Resume the failed or cancelled children of these reopened call steps (each call step
+    has at most one child, found by its derived id). A child with nothing to rerun is left
+    as it is: its step then fails again with the child's status, which is the truth. One
+    read by primary keys for them all."""
+    if not call_steps:
+        return
+    children = Instance.objects.filter(
+        pk__in=[instance_pk_for(child_workflow_id(pk, step_id)) for step_id in call_steps],
+        status__in=(InstanceStatus.FAILED, InstanceStatus.CANCELLED),
+    ).values_list("pk", flat=True)
+    for child in children:
+        try:
+            with transaction.atomic():
+                _resume(child, now)
+        except NotResumable:
+            continue
 
 
 # --- fork -------------------------------------------------------------------------------------
@@ -233,10 +277,12 @@ def cancel_where(
     """Cancel every unfinished instance matching all the filters given; returns how many.
 
     At least one filter is required (or ``queryset``, instances already chosen: the admin's
-    selection, possibly every row its filters match). ``user`` restricts to what that user may control (staff
-    everything, others their own). Batches of short transactions: one statement cancels a
-    batch's instances, one their unfinished steps; on_failure hooks run in the same
-    transaction, as with ``cancel()``."""
+    selection, possibly every row its filters match). ``user`` restricts to what that user
+    may control (staff everything, others their own). Batches of short transactions: one
+    statement cancels a batch's instances, one their unfinished steps; on_failure hooks run
+    in the same transaction, as with ``cancel()``, and so does the cascade to their child
+    workflows (:func:`cancel_descendants`; the count is of the instances matched, not of
+    their descendants)."""
     if queryset is None and all(v is None for v in (label, owner, queue, status, created_before)):
         raise ValueError("cancel by filter needs at least one filter")
     if status is not None and status not in ("pending", "running"):
@@ -272,4 +318,83 @@ def cancel_where(
             for pk, hook, _ in cancelled:
                 if hook:
                     Txn(load_graph(pk), now).call_on_failure("cancelled")
+            cancel_descendants([row[0] for row in cancelled], now)
         total += len(cancelled)
+
+
+# --- the cascade of every cancel --------------------------------------------------------------
+def cancel_descendants(instance_ids: list[uuid.UUID], now: datetime | None = None) -> int:
+    """Cancel every unfinished descendant of these instances — their child workflows
+    (``call``, a fan_out of a sub-workflow), the children's children, and so on — in the
+    caller's transaction; returns how many.
+
+    Every cancel calls it once it has cancelled the instances themselves (``cancel(id)``,
+    :func:`cancel_where`, so the CLI and the admin too): the call steps that wait for the
+    children are cancelled already, so no child's result reaches a cancelled parent.
+
+    Each round walks the trees below its roots level by level (``CHILDREN_OF``: one index
+    probe per parent, so the walk costs the size of the trees, finished subtrees included:
+    a child that failed on its own may have unfinished children still) and cancels what is
+    unfinished, in statements of at most ``CANCEL_BATCH`` instances: it locks their
+    unfinished steps deepest first, then cancels them and the instances (and any step a
+    checkpoint added meanwhile). That is the order of a worker checkpointing a child's step
+    (the leaf, its ancestors, then the instance row), so a child finishing at this moment is
+    waited for, not deadlocked with: if its checkpoint commits first, the child stays
+    completed (exactly once: its result goes nowhere, the waiting call step is cancelled),
+    otherwise it finds its step cancelled, is fenced off and rolls back. A child started
+    meanwhile (a call step's insert that this cancel waited for, ``LOCK_CALLING_STEP``) is
+    found by the next round, which walks the subtrees of what the previous one found; the
+    rounds end when one finds nothing.
+
+    Other orders remain (a worker failing a child locks its step, the instance, then the
+    other steps; a race's winner cancels its siblings; a cancel or resume of the child itself
+    locks the instance first): if PostgreSQL picks this cascade as a deadlock's victim, it is
+    rolled back to its savepoint and run again.
+    """
+    now = now or timezone.now()
+    roots = list(instance_ids)
+    attempt = 1
+    while True:
+        try:
+            with transaction.atomic():
+                return _cancel_trees(roots, now)
+        except OperationalError as exc:
+            deadlock = isinstance(exc.__cause__, psycopg.errors.DeadlockDetected)
+            if not deadlock or attempt >= CASCADE_ATTEMPTS:
+                raise
+            logger.info("cancel cascade below %s: deadlock (attempt %s); again", roots, attempt)
+            attempt += 1
+
+
+def _cancel_trees(roots: list[uuid.UUID], now: datetime) -> int:
+    """cancel_descendants() inside its savepoint: round after round until none is found."""
+    total = 0
+    while roots:
+        live, seen = [], set(roots)
+        level = roots
+        while level:  # one level of the trees per pass, CANCEL_BATCH parents per statement
+            below = []
+            for first in range(0, len(level), CANCEL_BATCH):
+                with connection.cursor() as cursor:
+                    cursor.execute(statements.CHILDREN_OF, [level[first : first + CANCEL_BATCH]])
+                    for pk, state in cursor.fetchall():
+                        if pk not in seen:
+                            seen.add(pk)
+                            below.append(pk)
+                            if state in UNFINISHED:
+                                live.append(pk)
+            level = below
+        for first in range(0, len(live), CANCEL_BATCH):
+            ids = live[first : first + CANCEL_BATCH]
+            with connection.cursor() as cursor:
+                cursor.execute(statements.LOCK_STEPS_DEEPEST_FIRST, [ids])
+                cursor.execute(statements.CANCEL_STEPS_OF, [now, ids])
+                cursor.execute(statements.CANCEL_INSTANCES, [now, ids])
+                cancelled = cursor.fetchall()
+                cursor.execute(statements.CANCEL_STEPS_OF, [now, ids])
+            for pk, hook, _ in cancelled:
+                if hook:
+                    Txn(load_graph(pk), now).call_on_failure("cancelled")
+            total += len(cancelled)
+        roots = live
+    return total

@@ -636,3 +636,29 @@ SQL_STEP_SESSION = (
 # When an idle worker must wake: the earliest due time of a ready step not yet due at its
 # last claim. durable_step_ready (ready rows only).
 NEXT_DUE = f"SELECT min(run_at) FROM {STEP} WHERE status = 'ready' AND run_at > %s"
+
+
+# --- child workflows: the cancel cascade and the start guard (lifecycle, kinds.children) ------
+# The child workflows of some instances (one level of a cancel's walk down the tree), with
+# their status: durable_inst_parent, one index probe per parent, so a level costs what it
+# holds whatever else the table holds. (A recursive CTE over the same index was planned as a
+# merge join that reads the whole index at every level.)
+CHILDREN_OF = f"SELECT id, status FROM {INSTANCE} WHERE parent_instance_id = ANY(%s::uuid[])"
+
+# A call step creates its child only while it still runs under this attempt's claim: the row
+# is share-locked until the child's insert commits, so a cancel that reaches the step (its
+# instance's or an ancestor's) either waits for the insert, and its cascade then finds the
+# child, or came first, and no child starts (nor after the step lost a race). Primary key.
+LOCK_CALLING_STEP = (
+    f"SELECT 1 FROM {STEP} WHERE id = %s AND status = 'running' AND attempts = %s FOR SHARE"
+)
+
+# Lock the unfinished steps of the instances a cancel cascade is about to cancel, deepest
+# first (a step's key extends its parent's, so a longer key is never an ancestor's): a
+# worker checkpointing a child locks its leaf, then the leaf's ancestors, then the instance,
+# so the cascade waits for that checkpoint without holding what it needs next. durable_step_key
+# (instance first), then a sort of these rows.
+LOCK_STEPS_DEEPEST_FIRST = (
+    f"SELECT id FROM {STEP} WHERE instance_id = ANY(%s) AND status IN ('ready', 'running')"
+    " ORDER BY length(key) DESC, id FOR UPDATE"
+)

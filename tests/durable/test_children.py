@@ -3,19 +3,27 @@ per chunk; one child per step however often the step runs; a failed child fails 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from jobs.durable import (
     DefinitionError,
     call,
+    cancel,
     fan_out,
     purge,
     result,
+    resume,
+    signal,
     start,
     status,
     task,
+    wait_for_signal,
 )
-from jobs.durable.models import Instance
+from jobs.durable.models import Instance, Step
+from tests.durable import lifecycle_steps
+from tests.durable.support import rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
 
@@ -23,10 +31,15 @@ S = "tests.durable.steps."
 L = "tests.durable.lifecycle_steps."
 
 
+@pytest.fixture
+def bug():
+    lifecycle_steps.BROKEN["buggy"] = True
+    yield lifecycle_steps.BROKEN
+    lifecycle_steps.BROKEN["buggy"] = True
+
+
 def drain_until_done(worker, handle, rounds: int = 200) -> None:
     """Run steps (the call step polls its child with short pauses) until the instance ends."""
-    import time
-
     for _ in range(rounds):
         worker.drain()
         if status(handle) not in ("pending", "running"):
@@ -92,3 +105,209 @@ def test_call_checks_what_it_is_given():
         call("tests.durable.steps.number")
     with pytest.raises(DefinitionError, match="input_from"):
         call(task(S + "number"), input_from="not a name")
+
+
+# --- cancel cascades, resume reattaches, purge leaves no orphan -------------------------------
+C = "tests.durable.children_steps."
+
+
+def descendants(root) -> list[Instance]:
+    """The instances below ``root``, level by level (children, then grandchildren)."""
+    found, level = [], [root]
+    while level:
+        level = list(Instance.objects.filter(parent_instance__in=level).order_by("created_at"))
+        found += level
+    return found
+
+
+def live_steps(*instances) -> int:
+    return Step.objects.filter(instance__in=instances, status__in=("ready", "running")).count()
+
+
+def claim_step_of(worker, wanted, rounds: int = 400):
+    """Run the steps the worker claims until it claims one ``wanted(step)`` accepts; that one
+    is returned claimed (running) and not executed."""
+    for _ in range(rounds):
+        for step in worker.claim():
+            if wanted(step):
+                return step
+            worker.execute(step)
+        time.sleep(0.02)
+    raise AssertionError("the wanted step was never claimed")
+
+
+def depth(instance_id) -> int:
+    row = Instance.objects.values_list("parent_instance", "parent_instance__parent_instance").get(
+        pk=instance_id
+    )
+    return sum(1 for parent in row if parent is not None)
+
+
+def test_cancelling_a_parent_cancels_children_and_grandchildren_and_fences_their_steps(worker):
+    grandchild = task(S + "record")
+    parent = task(S + "number").as_("n") >> call(call(grandchild))
+    handle = start(parent, input={"n": 1})
+    running = claim_step_of(worker, lambda step: depth(step.instance_id) == 2)
+    child, grand = descendants(handle)
+    assert (child.status, grand.status) == ("running", "running")
+
+    assert cancel(handle) is True
+
+    tree = [Instance.objects.get(pk=pk) for pk in (handle, child.pk, grand.pk)]
+    assert [i.status for i in tree] == ["cancelled"] * 3
+    assert [i.error for i in tree] == ["cancelled"] * 3
+    assert live_steps(*tree) == 0
+    # The grandchild's running step checkpoints nothing; nothing else runs.
+    assert worker.execute(running) == "fenced"
+    assert rows() == []
+    assert worker.drain() == 0
+    assert [i.result for i in Instance.objects.filter(pk__in=[i.pk for i in tree])] == [None] * 3
+
+
+def test_a_child_that_finished_first_stays_finished_and_its_result_goes_nowhere(worker):
+    handle = start(call(task(C + "done")), input={})
+    # The child completes; the parent's call step has not read it yet (it polls later).
+    for _ in range(400):
+        worker.drain()
+        kids = descendants(handle)
+        if kids and kids[0].status == "completed":
+            break
+        time.sleep(0.02)
+    (kid,) = descendants(handle)
+    assert kid.status == "completed" and status(handle) == "running"
+
+    assert cancel(handle) is True
+
+    kid.refresh_from_db()
+    assert (kid.status, kid.result) == ("completed", "done")  # finished once, left alone
+    worker.drain()
+    assert status(handle) == "cancelled"
+    assert Instance.objects.get(pk=handle).result is None
+    assert Step.objects.filter(instance=handle, kind="call").get().status == "cancelled"
+    assert [r[1] for r in rows()] == ["done"]
+
+
+def test_a_call_step_cancelled_after_its_claim_starts_no_child(worker):
+    handle = start(call(task(S + "record")), input={})
+    (step,) = worker.claim()
+    cancel(handle)
+    assert worker.execute(step) == "fenced"
+    assert not Instance.objects.filter(parent_instance=handle).exists()
+
+
+def test_cancel_by_filter_cascades_to_fan_out_children(worker):
+    per_chunk = task(L + "sum_input").as_("s") >> wait_for_signal("go") >> task(L + "s_plus_one")
+    flow = task(S + "input_items").as_("xs") >> fan_out(per_chunk, over="xs", chunk=2)
+    batch = [start(flow, input={"items": [1, 2, 3, 4, 5]}, label="batch") for _ in range(2)]
+    other = start(flow, input={"items": [1, 2]}, label="other")
+    for _ in range(400):
+        worker.drain()
+        if sum(len(descendants(h)) for h in batch) == 6 and descendants(other):
+            break
+        time.sleep(0.02)
+    kids = [k for h in batch for k in descendants(h)]
+    assert len(kids) == 6 and {k.label for k in kids} == {"batch (child)"}
+    kids = [k.pk for k in kids]
+
+    assert cancel(label="batch") == 2  # the instances matched; their children go with them
+
+    assert set(
+        Instance.objects.filter(pk__in=[*batch, *kids]).values_list("status", flat=True)
+    ) == {"cancelled"}
+    assert live_steps(*batch, *kids) == 0
+    (other_kid,) = descendants(other)
+    assert (status(other), Instance.objects.get(pk=other_kid.pk).status) == ("running", "running")
+
+
+def test_the_cli_and_the_admin_cancel_cascade(worker, staff_client):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.urls import reverse
+
+    flow = call(wait_for_signal("go") >> task(S + "record"))
+    by_cli, by_admin = start(flow, input={}), start(flow, input={})
+    for _ in range(400):
+        worker.drain()
+        if descendants(by_cli) and descendants(by_admin):
+            break
+        time.sleep(0.02)
+    out = StringIO()
+    call_command("durable", "cancel", str(by_cli), stdout=out)
+    assert out.getvalue().strip() == f"cancelled {by_cli}"
+    staff_client.post(
+        reverse("admin:durable_instance_changelist"),
+        {"action": "cancel_instances", "_selected_action": [str(by_admin)]},
+    )
+    for handle in (by_cli, by_admin):
+        (kid,) = descendants(handle)
+        assert (status(handle), kid.status) == ("cancelled", "cancelled")
+
+
+def test_resume_after_cancel_resumes_the_same_children_from_their_checkpoints(worker):
+    child = task(C + "done") >> wait_for_signal("go") >> task(L + "third")
+    handle = start(task(L + "first").as_("made") >> call(child), input={"x": 1})
+    for _ in range(400):
+        worker.drain()
+        kids = descendants(handle)
+        if kids and Step.objects.filter(instance=kids[0], kind="wait_for_signal").exists():
+            break
+        time.sleep(0.02)
+    (kid,) = descendants(handle)
+    cancel(handle)
+    assert Instance.objects.get(pk=kid.pk).status == "cancelled"
+
+    resume(handle)
+
+    # The same child (its id derives from the call step), running again; nothing rerun.
+    assert [k.pk for k in descendants(handle)] == [kid.pk]
+    assert (status(handle), status(kid.pk)) == ("running", "running")
+    signal(kid.pk, "go")
+    drain_until_done(worker, handle)
+    assert result(handle) == "third"
+    assert sorted(r[1] for r in rows()) == ["done", "first", "third"]  # each ran once
+
+
+def test_resume_after_a_child_failed_resumes_the_child_from_its_failed_step(worker, bug):
+    child = task(L + "first").as_("made") >> task(L + "buggy")
+    handle = start(call(child, input_from="input"), input={"x": 2})
+    drain_until_done(worker, handle)
+    (kid,) = descendants(handle)
+    assert (status(handle), status(kid.pk)) == ("failed", "failed")
+    bug["buggy"] = False  # the fix is deployed
+
+    resume(handle)
+
+    drain_until_done(worker, handle)
+    assert result(handle) == "fixed"
+    assert [k.pk for k in descendants(handle)] == [kid.pk]
+    assert sorted(r[1] for r in rows()) == ["buggy", "first"]
+
+
+def test_purging_a_parent_leaves_no_descendant_behind(worker):
+    from datetime import timedelta
+
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT confdeltype FROM pg_constraint WHERE conrelid = 'durable_instance'::regclass"
+            " AND confrelid = 'durable_instance'::regclass AND contype = 'f'"
+        )
+        assert cursor.fetchall() == [("c",)]  # parent_instance: ON DELETE CASCADE
+    grandchild = wait_for_signal("go") >> task(S + "record")
+    handle = start(call(call(grandchild)), input={})
+    for _ in range(400):
+        worker.drain()
+        if len(descendants(handle)) == 2:
+            break
+        time.sleep(0.02)
+    tree = [handle, *(k.pk for k in descendants(handle))]
+    cancel(handle)
+    parent_done = Instance.objects.get(pk=handle).finished_at
+    # The descendants finished after the cutoff: only the parent is purged by the filter, and
+    # its descendants go with it.
+    Instance.objects.filter(pk__in=tree[1:]).update(finished_at=parent_done + timedelta(hours=1))
+    assert purge(older_than=timedelta(minutes=1), now=parent_done + timedelta(minutes=2)) == 1
+    assert not Instance.objects.filter(pk__in=tree).exists()
+    assert not Step.objects.filter(instance_id__in=tree).exists()

@@ -12,7 +12,16 @@ Exactly one child per step: its workflow id is derived from the parent step
 (``child:<instance>:<step>``), so an attempt that started the child and crashed before going
 back to waiting finds that child again instead of starting another (the id is the child's
 primary key). The child copies the parent's owner, queue and priority and records its parent
-(``parent_instance``, ``parent_step_id``): purging the parent purges it too.
+(``parent_instance``, ``parent_step_id``): purging the parent purges it too (``ON DELETE
+CASCADE``).
+
+Cancelling the parent cancels its unfinished children and theirs, in the same transaction
+(:func:`jobs.durable.lifecycle.cancel_descendants`). The child is created in a transaction
+that first share-locks the calling step, still running under this attempt's claim
+(``LOCK_CALLING_STEP``): a cancel that reaches the step either waits for the child's insert,
+and its cascade then finds the child, or came first, and no child starts. Resuming the
+parent reopens the step, which finds the same child again; :func:`jobs.durable.lifecycle.resume`
+resumes a failed or cancelled one with its parent.
 
 How a child is created is the launcher's business (:mod:`jobs.durable.launch`, which sets
 :data:`starter` when it is loaded); this module only asks, so the kinds need no import of it.
@@ -23,8 +32,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db import connection, transaction
+
+from jobs.durable import statements
 from jobs.durable.context import Context
-from jobs.durable.errors import DefinitionError, PermanentError, RetryLater
+from jobs.durable.errors import DefinitionError, Fenced, PermanentError, RetryLater
 from jobs.durable.graph import iter_spec
 from jobs.durable.kinds.base import Kind, get_kind, register
 from jobs.durable.models import Instance, instance_pk_for
@@ -65,9 +77,19 @@ class CallKind(Kind):
         if row is None:
             if starter is None:
                 raise RuntimeError("jobs.durable.launch is not loaded: cannot start a child")
-            starter(
-                ctx.instance_id, ctx.step_id, workflow_id, node["graph"], child_input(ctx, node)
-            )
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(statements.LOCK_CALLING_STEP, [ctx.step_id, ctx.attempt])
+                    if cursor.fetchone() is None:
+                        # Cancelled (its instance or an ancestor), or its lease recovered.
+                        raise Fenced(f"call step {ctx.step_id} lost its claim: no child started")
+                starter(
+                    ctx.instance_id,
+                    ctx.step_id,
+                    workflow_id,
+                    node["graph"],
+                    child_input(ctx, node),
+                )
             raise RetryLater("child workflow started", poll_delay(ctx.attempt), counts=False)
         status, result, error = row
         if status == "completed":
