@@ -90,7 +90,7 @@ def test_cancel_stops_a_grandchilds_isolated_step_in_a_worker_process(worker_pro
 
 
 def test_a_running_child_step_is_fenced_off_when_its_parent_is_cancelled(worker_process):
-    handle = start(call(task(C + "linger") >> task(C + "done")), input={"linger": 3})
+    handle = start(call(task(C + "linger") >> task(C + "done")), input={"linger": 5})
     worker_process.start()
     wait_for(
         lambda: Step.objects.filter(
