@@ -5,7 +5,10 @@ environment: ``DJANGO_SETTINGS_MODULE=acurio.settings``, ``DATABASE_URL`` at the
 database) runs, each on emptied tables, and prints one ``RESULT {json}`` line:
 
 - ``start``:      ``start()`` one by one, each in its own transaction (as a web request
-                  would), of a 1-step workflow: workflows per second;
+                  would), of a 1-step workflow: workflows per second. The same workflow
+                  object every time, as a module-level workflow a view starts would be: its
+                  compiled spec and first activation are cached after the first start
+                  (:mod:`jobs.durable.launch`);
 - ``start_many``: ``start_many()`` of the same workflow, all inputs in one call;
 - ``latency``:    with one idle worker process (``manage.py worker``) waiting on NOTIFY,
                   ``start()`` of a 1-step workflow, then the time until that step was

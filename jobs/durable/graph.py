@@ -31,8 +31,11 @@ Adding a node kind takes two pieces: a Node subclass here whose ``spec()`` emits
 from __future__ import annotations
 
 import copy
+import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -633,10 +636,47 @@ def iter_spec(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from iter_spec(child)
 
 
+# Compiled specs by the JSON text of the uncompiled one (``Node.spec()``), least recently used
+# last. Nodes are mutable objects (``opts``, ``children``), so the key is what the tree says now,
+# not the object: a node changed after a start compiles afresh.
+_compiled: OrderedDict[str, str] = OrderedDict()
+_COMPILED_CACHE_SIZE = 256
+
+
 def compile_graph(workflow: Node) -> dict[str, Any]:
-    """Number the workflow's nodes and check it as a whole; the result is what start() stores."""
-    workflow = check_node(workflow)
-    spec = workflow.spec()
+    """Number the workflow's nodes and check it as a whole; the result is what start() stores.
+
+    A new dict on every call (callers may keep or change it); the checks and the numbering
+    run once per distinct tree (:func:`compile_graph_text`)."""
+    return json.loads(compile_graph_text(workflow))
+
+
+def compile_graph_text(workflow: Node) -> str:
+    """The compiled spec as JSON text (as start() stores it), cached per distinct tree.
+
+    Compiling runs the SQL steps' parser and walks the whole tree; start() of the same
+    workflow object again (a web view, a loop, ``start_many``) then costs one ``spec()`` and
+    one ``json.dumps`` of it. Only successful compiles are kept: a DefinitionError is raised
+    again on every call."""
+    raw = check_node(workflow).spec()
+    try:
+        key = json.dumps(raw, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(_compile(raw))  # not JSON: fails here, as storing it would
+    text = _compiled.get(key)
+    if text is not None:
+        with suppress(KeyError):  # another thread may have just evicted it
+            _compiled.move_to_end(key)
+        return text
+    text = json.dumps(_compile(json.loads(key)))
+    _compiled[key] = text
+    if len(_compiled) > _COMPILED_CACHE_SIZE:
+        with suppress(KeyError):
+            _compiled.popitem(last=False)
+    return text
+
+
+def _compile(spec: dict[str, Any]) -> dict[str, Any]:
     names: set[str] = set()
     for number, node in enumerate(iter_spec(spec)):
         node["id"] = number

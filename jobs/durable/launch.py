@@ -10,6 +10,16 @@ whose condition is false and that has no ``otherwise`` completes at once) makes 
 back to the ordinary transaction for that instance. ``start_many`` plans every instance and
 sends them all in that one statement.
 
+What a start repeats is cached per spec (:class:`Compiled`, keyed by the compiled spec's JSON
+text, itself cached per distinct tree by :func:`jobs.durable.graph.compile_graph_text`): the
+kinds' checks, the JSON stored, and — when every kind the first activation runs says its
+activation is fixed (``Kind.fixed_activation``: the rows depend on the node alone, a step due
+at ``txn.now`` itself) — that activation's rows as the statement's arrays (:class:`Plan`),
+so a start of such a workflow only adds its instance id. Anything else (a ``when`` reading
+the input, a timer's due time, a signal wait reading the database) is planned per instance as
+before. start() sends the statement prepared, and PostgreSQL then runs it on its generic plan:
+planning this statement cost more than running it.
+
 Workflow ids: ``start(flow, id="order-42")`` stores the instance under a primary key derived
 from the id (:func:`jobs.durable.models.instance_pk_for`), so the database's primary key is
 the uniqueness check: a second start with the same id (another process, a retried request)
@@ -22,12 +32,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from contextlib import nullcontext
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import nullcontext, suppress
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+import psycopg
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -35,12 +49,63 @@ from jobs.durable import statements
 from jobs.durable.db import decode_json, execute_prepared
 from jobs.durable.engine import Txn
 from jobs.durable.errors import DefinitionError, WorkflowIdConflict
-from jobs.durable.graph import Node, as_workflow, compile_graph, iter_spec
+from jobs.durable.graph import Node, as_workflow, compile_graph_text, iter_spec
 from jobs.durable.kinds import children, get_kind
 from jobs.durable.models import Instance, instance_pk_for
 from jobs.durable.permissions import check_start
 from jobs.durable.queues import DEFAULT_QUEUE, check_priority, check_queue_name
 from jobs.durable.state import Graph, StepRow
+
+
+@dataclass
+class Compiled:
+    """A compiled workflow as start() needs it, shared by every start of the same spec.
+
+    ``spec`` is shared: never change it. ``checked``: every node passed its kind's ``check``
+    (importable tasks, parseable SQL), which depends on nothing but the node. ``plan``: the
+    first activation, planned once when every kind it runs says it is fixed
+    (:attr:`jobs.durable.kinds.Kind.fixed_activation`), with the default attempts it was
+    planned under; None until planned, ``False`` when it cannot be reused.
+    """
+
+    spec: dict[str, Any]
+    text: str
+    checked: bool = False
+    plan: Plan | bool | None = None
+    plan_attempts: int | None = None
+
+
+# Compiled workflows by their spec's JSON text, least recently used last.
+_compiled: OrderedDict[str, Compiled] = OrderedDict()
+_COMPILED_CACHE_SIZE = 256
+
+
+def compiled(workflow: Node | dict[str, Any] | str) -> Compiled:
+    """The cache entry of a workflow (a node, a ``@workflow`` function, or a compiled spec as
+    a dict or as its JSON text). Keyed by the spec's text, so a changed node is never served
+    the entry of what it was."""
+    if isinstance(workflow, str):
+        text = workflow
+    elif isinstance(workflow, dict):
+        text = json.dumps(workflow)
+    else:
+        text = compile_graph_text(as_workflow(workflow))
+    entry = _compiled.get(text)
+    if entry is not None:
+        with suppress(KeyError):  # another thread may have just evicted it
+            _compiled.move_to_end(text)
+        return entry
+    entry = Compiled(spec=json.loads(text), text=text)
+    _compiled[text] = entry
+    if len(_compiled) > _COMPILED_CACHE_SIZE:
+        with suppress(KeyError):
+            _compiled.popitem(last=False)
+    return entry
+
+
+def clear_compiled_cache() -> None:
+    """Forget every compiled workflow and plan (tests that swap settings or code)."""
+    _compiled.clear()
 
 
 @dataclass
@@ -57,6 +122,8 @@ class StartOptions:
     parent_instance: uuid.UUID | None = None
     parent_step_id: int | None = None
     forked_from: uuid.UUID | None = None
+    # The spec's cache entry, when prepare() made the options (else found from ``spec``).
+    compiled: Compiled | None = field(default=None, repr=False, compare=False)
 
 
 def prepare(
@@ -72,9 +139,12 @@ def prepare(
     delay: float | None = None,
 ) -> StartOptions:
     """Compile and check a start's workflow and options (DefinitionError, NotPermitted)."""
-    spec = workflow if isinstance(workflow, dict) else compile_graph(as_workflow(workflow))
-    for node in iter_spec(spec):
-        get_kind(node["kind"]).check(node)
+    entry = compiled(workflow)
+    spec = entry.spec
+    if not entry.checked:
+        for node in iter_spec(spec):
+            get_kind(node["kind"]).check(node)
+        entry.checked = True
     if user is not None:
         check_start(user, spec)
         if owner is None:
@@ -106,12 +176,21 @@ def prepare(
         queue=queue,
         priority=priority,
         run_at=run_at,
+        compiled=entry,
     )
 
 
 def json_input(value: Any) -> Any:
     try:
         return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise DefinitionError(f"workflow input must be JSON-serialisable: {exc}") from exc
+
+
+def _input_text(value: Any) -> str:
+    """The input as the JSON text stored (what json_input() would give, as text)."""
+    try:
+        return json.dumps(value)
     except (TypeError, ValueError) as exc:
         raise DefinitionError(f"workflow input must be JSON-serialisable: {exc}") from exc
 
@@ -126,33 +205,72 @@ class _NotPlannable(Exception):
     """The activation does more than insert rows: start this instance the ordinary way."""
 
 
+# The columns of a planned step row, as START_INSTANCES reads them (one array each): the row's
+# number within its instance and its parent's, the step's columns, and its due time as ``due``
+# (the start's own: now, or its run_at) or an explicit ``run_at``. The instance is a column of
+# its own (``s_instance``): a plan serves every instance.
+_ROW_FIELDS = ("ord", "parent", "key", "node", "kind", "name", "status", "max_attempts",
+               "due", "run_at", "remaining", "chunk_index", "chunk")  # fmt: skip
+
+
+def _literal(value: Any) -> str:
+    """One element of a PostgreSQL array literal: NULL, a number or boolean, else quoted text
+    (a chunk as its JSON text, a time in ISO 8601)."""
+    if value is None:
+        return "NULL"
+    if value is True or value is False:
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    text = value if isinstance(value, str) else json.dumps(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _array(elements: list[str]) -> str:
+    return "{" + ",".join(elements) + "}"
+
+
 class PlannedTxn(Txn):
     """A :class:`Txn` for a brand-new instance that records the step rows the activation
-    inserts (numbered ``ord``; parents by their ``ord``) instead of sending them."""
+    inserts (numbered ``ord``; parents by their ``ord``) instead of sending them.
+
+    A step due "now" (the kinds pass ``txn.now`` itself) is recorded as due at the start's
+    time rather than at a timestamp, so a plan can serve a later start too; ``fixed`` stays
+    True while every activated node's kind says its activation is fixed."""
 
     def __init__(self, graph: Graph, now: datetime, rows: list[dict[str, Any]]) -> None:
         super().__init__(graph, now)
         self.rows = rows
+        self.first = len(rows)
         self._status: dict[int, str] = {}
+        self.fixed = True
+
+    def activate(self, node, parent, *, chunk_index=None, chunk=None):  # fmt: skip
+        if not get_kind(node["kind"]).fixed_activation:
+            self.fixed = False
+        return super().activate(node, parent, chunk_index=chunk_index, chunk=chunk)
 
     def insert_step(self, node, parent, *, status, run_at=None, remaining=0, chunk_index=None,
                     chunk=None) -> StepRow:  # fmt: skip
+        due = run_at is self.now
+        if not due and run_at is not None:
+            self.fixed = False  # a time of its own (a timer): true of this start only
         if run_at is not None and self.not_before is not None and run_at < self.not_before:
             run_at = self.not_before
-        ord_ = len(self.rows) + 1
+        ord_ = len(self.rows) - self.first + 1
         key = self.child_key(node, parent, chunk_index)
         self.rows.append(
             {
                 "ord": ord_,
                 "parent": parent.id if parent else None,
-                "instance": self.graph.instance_id,
                 "key": key,
                 "node": node["id"],
                 "kind": node["kind"],
                 "name": node.get("name", ""),
                 "status": status,
                 "max_attempts": max_attempts(node),
-                "run_at": run_at,
+                "due": due,
+                "run_at": None if due or run_at is None else run_at.isoformat(),
                 "remaining": remaining,
                 "chunk_index": chunk_index,
                 "chunk": None if chunk is None else json.dumps(chunk),
@@ -188,10 +306,64 @@ def max_attempts(node: dict[str, Any]) -> int:
     return _max_attempts(node)
 
 
-def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    names = ("ord", "parent", "instance", "key", "node", "kind", "name", "status",
-             "max_attempts", "run_at", "remaining", "chunk_index", "chunk")  # fmt: skip
-    return {f"s_{name}": [row[name] for row in rows] for name in names}
+@dataclass(frozen=True)
+class Plan:
+    """A first activation that is the same for every start of its spec: per column, its
+    rows' array elements (joined), and whether a step is ready at once."""
+
+    rows: int
+    columns: dict[str, str]  # "s_<field>" -> the elements of one instance's rows, joined
+    ready_now: bool  # a ready step due at the start's time (a NOTIFY unless delayed)
+    single: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        single = {name: _array([elements]) for name, elements in self.columns.items()}
+        object.__setattr__(self, "single", single)
+
+    def params(self, pks: list[str]) -> dict[str, str]:
+        """The step arrays for these instances (their ids as text), each getting every row."""
+        count = len(pks)
+        if count == 1:  # start(): the same arrays every time but for the instance
+            return {**self.single, "s_instance": _array(pks * self.rows)}
+        params = {name: _array([elements] * count) for name, elements in self.columns.items()}
+        per_instance = pks if self.rows == 1 else [pk for pk in pks for _ in range(self.rows)]
+        params["s_instance"] = _array(per_instance)
+        return params
+
+
+def _columns(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """The step arrays of ``(instance id as text, row)`` pairs."""
+    params = {f"s_{name}": _array([_literal(row[name]) for _, row in rows]) for name in _ROW_FIELDS}
+    params["s_instance"] = _array([pk for pk, _ in rows])
+    return params
+
+
+def _plan_once(entry: Compiled, options: StartOptions, pk: uuid.UUID, value: Callable[[], Any],
+               now: datetime) -> Plan | None:  # fmt: skip
+    """The entry's reusable plan: made by activating once (for any start; ``value()`` gives
+    the input to activate with), or None when this spec's first activation may depend on the
+    input, the time or the database."""
+    attempts = settings.ACURIO_MAX_ATTEMPTS
+    if entry.plan is not None and entry.plan_attempts == attempts:
+        return entry.plan or None
+    graph = Graph.build(
+        pk, entry.spec, value(), options.on_failure, options.queue, options.priority
+    )
+    rows: list[dict[str, Any]] = []
+    txn = PlannedTxn(graph, now, rows)  # no not_before: a plan is made for any start time
+    try:
+        txn.activate(entry.spec, None)
+    except _NotPlannable:
+        txn.fixed = False
+    plan: Plan | bool = False
+    if txn.fixed:
+        columns = {
+            f"s_{name}": ",".join(_literal(row[name]) for row in rows) for name in _ROW_FIELDS
+        }
+        ready_now = any(row["status"] == "ready" and row["due"] for row in rows)
+        plan = Plan(len(rows), columns, ready_now)
+    entry.plan, entry.plan_attempts = plan, attempts
+    return plan or None
 
 
 def create(
@@ -201,65 +373,79 @@ def create(
 ) -> list[uuid.UUID]:
     """Create one instance per input (in the caller's transaction, if any); returns their
     primary keys in input order. With ``workflow_ids``, an id already taken by an instance
-    with the same workflow and input yields that instance; otherwise WorkflowIdConflict."""
+    with the same workflow and input yields that instance; otherwise WorkflowIdConflict.
+
+    The step rows of each instance's first activation come from the spec's plan when it has
+    one (:func:`_plan_once`), else from activating it for this instance (PlannedTxn); an
+    instance whose activation does more than insert rows is activated the ordinary way after
+    the statement."""
     now = timezone.now()
+    entry = options.compiled or compiled(options.spec)
     if workflow_ids is not None:
         pks = [instance_pk_for(check_workflow_id(w)) for w in workflow_ids]
         if len(set(pks)) != len(pks):
             raise DefinitionError("start_many(): the same workflow id is given twice")
     else:
         pks = [uuid.uuid4() for _ in inputs]
-    inputs = [json_input(value) for value in inputs]
-    rows: list[dict[str, Any]] = []
+    inputs_text = _input_text(inputs)  # one JSON array, as the statement reads them
+    ids = [str(pk) for pk in pks]
+    plan = None
+    if pks:
+        plan = _plan_once(entry, options, pks[0], lambda: json.loads(inputs_text)[0], now)
     unplanned: list[int] = []
-    notify = False
-    for index, (pk, value) in enumerate(zip(pks, inputs, strict=True)):
-        graph = Graph.build(
-            pk, options.spec, value, options.on_failure, options.queue, options.priority
-        )
-        txn = PlannedTxn(graph, now, rows)
-        txn.not_before = options.run_at
-        mark = len(rows)
-        try:
-            txn.activate(options.spec, None)
-        except _NotPlannable:
-            del rows[mark:]
-            unplanned.append(index)
-            continue
-        notify = notify or txn.notify
-    graph_json = json.dumps(options.spec)
+    # The inputs as stored (decoded), where needed: to plan each instance, to compare with an
+    # instance that holds the id already.
+    values = json.loads(inputs_text) if plan is None or workflow_ids is not None else []
+    if plan is not None:
+        steps = plan.params(ids)
+        notify = plan.ready_now and (options.run_at is None or options.run_at <= now)
+    else:
+        notify = False
+        rows: list[tuple[str, dict[str, Any]]] = []
+        for index, (pk, value) in enumerate(zip(pks, values, strict=True)):
+            graph = Graph.build(
+                pk, options.spec, value, options.on_failure, options.queue, options.priority
+            )
+            planned: list[dict[str, Any]] = []
+            txn = PlannedTxn(graph, now, planned)
+            txn.not_before = options.run_at
+            try:
+                txn.activate(options.spec, None)
+            except _NotPlannable:
+                unplanned.append(index)
+                continue
+            rows += [(ids[index], row) for row in planned]
+            notify = notify or txn.notify
+        steps = _columns(rows)
+    due = now if options.run_at is None or options.run_at < now else options.run_at
+    params = {
+        "ids": _array(ids),
+        "inputs": inputs_text,
+        "wids": None if workflow_ids is None else json.dumps(workflow_ids),
+        "label": options.label,
+        "owner": options.owner_id,
+        "graph": entry.text,
+        "on_failure": options.on_failure,
+        "now": now,
+        "due": due,
+        "queue": options.queue,
+        "priority": options.priority,
+        "parent": options.parent_instance,
+        "parent_step": options.parent_step_id,
+        "forked_from": options.forked_from,
+        "notify": notify,
+        **steps,
+    }
     # One statement is atomic on its own: outside the caller's transaction, and with nothing
     # to activate the ordinary way, it is sent in autocommit (one round trip, no BEGIN).
     alone = not unplanned and not transaction.get_connection().in_atomic_block
     with nullcontext() if alone else transaction.atomic():
-        created = {
-            row[0]
-            for row in execute_prepared(
-                statements.START_INSTANCES,
-                {
-                    "ids": pks,
-                    "inputs": [json.dumps(value) for value in inputs],
-                    "wids": workflow_ids or [""] * len(pks),
-                    "label": options.label,
-                    "owner": options.owner_id,
-                    "graph": graph_json,
-                    "on_failure": options.on_failure,
-                    "now": now,
-                    "queue": options.queue,
-                    "priority": options.priority,
-                    "parent": options.parent_instance,
-                    "parent_step": options.parent_step_id,
-                    "forked_from": options.forked_from,
-                    "n": len(rows),
-                    "notify": notify,
-                    **_columns(rows),
-                },
-            )
-        }
+        sql = statements.START_INSTANCES if workflow_ids else statements.START_NEW_INSTANCES
+        created = {row[0] for row in _execute_start(sql, params, many=len(pks) > 1)}
         for index in unplanned:
             if pks[index] in created:
                 graph = Graph.build(
-                    pks[index], options.spec, inputs[index], options.on_failure,
+                    pks[index], options.spec, values[index], options.on_failure,
                     options.queue, options.priority,
                 )  # fmt: skip
                 txn = Txn(graph, now)
@@ -269,9 +455,22 @@ def create(
         if workflow_ids is not None:
             taken = [i for i, pk in enumerate(pks) if pk not in created]
             if taken:
-                _check_same(options, [pks[i] for i in taken], [inputs[i] for i in taken],
+                _check_same(options, [pks[i] for i in taken], [values[i] for i in taken],
                             [workflow_ids[i] for i in taken])  # fmt: skip
     return pks
+
+
+def _execute_start(sql: str, params: dict[str, Any], *, many: bool) -> list[tuple]:
+    """Send START_INSTANCES (or START_NEW_INSTANCES). One instance: prepared, so PostgreSQL
+    settles on its generic plan and stops planning it per start (planning costs more than the
+    inserts). Many: not prepared, so each is planned with its real row counts (a generic plan
+    sized for a few rows would be a poor one for twenty thousand)."""
+    if not many:
+        return execute_prepared(sql, params)
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=False)
+        return cursor.fetchall()
 
 
 def _check_same(

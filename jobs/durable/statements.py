@@ -231,47 +231,63 @@ STEP_CREATED_AT = f"SELECT created_at FROM {STEP} WHERE id = %s"
 
 # --- starting instances (jobs.durable.launch) -------------------------------------------------
 # Create instances and the step rows of their first activation in one statement, and wake the
-# workers: start() and start_many(). Instances come as arrays (unnest); an id already taken
-# (start(id=...) again) is skipped by ON CONFLICT on the primary key, and so are its steps.
-# The step rows are numbered 1..n (ord, their parent by ord); real ids are drawn from the
-# step table's identity sequence in a materialised CTE and joined in. Only the started
+# workers: start() and start_many(). The instances come as a uuid[] of ids, a JSON array of
+# inputs and (start(id=...)) a JSON array of workflow ids, zipped by ROWS FROM; an id already
+# taken is skipped by ON CONFLICT on the primary key, and so are its steps. The step rows come
+# as one array per column (s_*, zipped): each names its instance, its number within it (ord)
+# and its parent's, and is due at %(due)s (the start's time) or at its own run_at. Their ids
+# are drawn from the step table's identity sequence in the order given (the sequence is looked
+# up once, an InitPlan), and a row's parent id is read off its instance's rows by ord
+# (nth_value): no join whose cost depends on the row estimates, which are guesses in start()'s
+# generic plan and must not turn twenty thousand rows into a nested loop. Only the started
 # instances' ids are returned. The NOTIFY CTE runs only when it is read (the final SELECT),
 # and then only if a step is due and an instance was created. Primary keys; durable_step_key.
+# START_NEW_INSTANCES is the same without ON CONFLICT, for ids just drawn at random: the
+# speculative insertions cost some 7% of a 20,000-instance start's server time, and a
+# collision is then an error, not a silent skip.
 START_INSTANCES = f"""
 WITH inst AS (
     INSERT INTO {INSTANCE} (id, label, owner_id, graph, input, status, error, on_failure,
         created_at, workflow_id, queue, priority, parent_instance_id, parent_step_id,
         forked_from)
-    SELECT i.id, %(label)s, %(owner)s, %(graph)s::jsonb, i.input::jsonb, 'pending', '',
-        %(on_failure)s, %(now)s, i.wid, %(queue)s, %(priority)s, %(parent)s,
+    SELECT i.id, %(label)s, %(owner)s, %(graph)s::jsonb, i.input, 'pending', '',
+        %(on_failure)s, %(now)s, coalesce(i.wid, ''), %(queue)s, %(priority)s, %(parent)s,
         %(parent_step)s, %(forked_from)s
-    FROM unnest(%(ids)s::uuid[], %(inputs)s::text[], %(wids)s::text[]) AS i(id, input, wid)
+    FROM ROWS FROM (unnest(%(ids)s::uuid[]), jsonb_array_elements(%(inputs)s::jsonb),
+        jsonb_array_elements_text(%(wids)s::jsonb)) AS i(id, input, wid)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
-), ids AS MATERIALIZED (
-    SELECT ord, nextval(pg_get_serial_sequence('{STEP}', 'id')) AS id
-    FROM generate_series(1, %(n)s) AS ord
+), planned AS MATERIALIZED (
+    SELECT nextval((SELECT pg_get_serial_sequence('{STEP}', 'id')::regclass)) AS id, r.*
+    FROM (
+        SELECT r.*
+        FROM unnest(%(s_instance)s::uuid[], %(s_ord)s::int[], %(s_parent)s::int[],
+            %(s_key)s::text[], %(s_node)s::int[], %(s_kind)s::text[], %(s_name)s::text[],
+            %(s_status)s::text[], %(s_max_attempts)s::int[], %(s_due)s::boolean[],
+            %(s_run_at)s::timestamptz[], %(s_remaining)s::int[], %(s_chunk_index)s::int[],
+            %(s_chunk)s::text[]) WITH ORDINALITY
+            AS r(instance, ord, parent, key, node, kind, name, status, max_attempts, due,
+                 run_at, remaining, chunk_index, chunk, n)
+        WHERE r.instance IN (SELECT id FROM inst)
+        ORDER BY r.n
+    ) AS r
 ), steps AS (
     INSERT INTO {STEP} (id, instance_id, parent_id, key, node_id, kind, name, status,
         attempts, max_attempts, run_at, lease_owner, remaining, chunk_index, chunk, error,
         created_at, started_at, queue, priority)
-    SELECT ids.id, r.instance, p.id, r.key, r.node, r.kind, r.name, r.status, 0,
-        r.max_attempts, r.run_at, '', r.remaining, r.chunk_index, r.chunk::jsonb, '', %(now)s,
-        CASE WHEN r.status = 'running' THEN %(now)s END, %(queue)s, %(priority)s
-    FROM unnest(%(s_ord)s::int[], %(s_parent)s::int[], %(s_instance)s::uuid[],
-        %(s_key)s::text[], %(s_node)s::int[], %(s_kind)s::text[], %(s_name)s::text[],
-        %(s_status)s::text[], %(s_max_attempts)s::int[], %(s_run_at)s::timestamptz[],
-        %(s_remaining)s::int[], %(s_chunk_index)s::int[], %(s_chunk)s::text[])
-        AS r(ord, parent, instance, key, node, kind, name, status, max_attempts, run_at,
-             remaining, chunk_index, chunk)
-    JOIN ids ON ids.ord = r.ord
-    LEFT JOIN ids AS p ON p.ord = r.parent
-    WHERE r.instance IN (SELECT id FROM inst)
+    SELECT s.id, s.instance,
+        nth_value(s.id, s.parent) OVER (PARTITION BY s.instance ORDER BY s.ord), s.key,
+        s.node, s.kind, s.name, s.status, 0, s.max_attempts,
+        CASE WHEN s.due THEN %(due)s::timestamptz ELSE s.run_at END, '', s.remaining,
+        s.chunk_index, s.chunk::jsonb, '', %(now)s,
+        CASE WHEN s.status = 'running' THEN %(now)s END, %(queue)s, %(priority)s
+    FROM planned AS s
 ), wake AS (
     SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE %(notify)s
 )
 SELECT id, (SELECT count(*) FROM wake) FROM inst
 """
+START_NEW_INSTANCES = START_INSTANCES.replace("    ON CONFLICT (id) DO NOTHING\n", "", 1)
 
 # --- creating steps ---------------------------------------------------------------------------
 # One step row (a node activated). The unique (instance, key) index durable_step_key rules

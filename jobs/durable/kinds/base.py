@@ -93,6 +93,17 @@ class Kind:
             )
         raise NotImplementedError
 
+    @property
+    def fixed_activation(self) -> bool:
+        """Whether ``activate`` does nothing but insert step rows that depend on the node
+        alone — not on the input, the time (a due time other than ``txn.now`` itself) or the
+        database — and activate children. A workflow whose first activation runs only such
+        kinds activates the same way for every start, and start() plans it once per spec
+        (:mod:`jobs.durable.launch`). A leaf with this class's ``activate`` (ready at
+        ``txn.now``) is; a composite says so with ``fixed_activation = True``. False is always
+        safe."""
+        return self.leaf and type(self).activate is Kind.activate
+
     def execute(self, ctx: Context, node: dict[str, Any]) -> Any:
         raise NotImplementedError
 

@@ -10,6 +10,7 @@ from jobs.durable.kinds.base import Kind, register
 @register
 class SeqKind(Kind):
     name = "seq"
+    fixed_activation = True  # its row, then its children's activations
 
     def activate(self, txn, node, parent, *, chunk_index=None, chunk=None):
         step = txn.insert_step(node, parent, status="running", chunk_index=chunk_index)
@@ -39,6 +40,7 @@ class SeqKind(Kind):
 @register
 class AllKind(Kind):
     name = "all"
+    fixed_activation = True  # its row, then its children's activations
 
     def activate(self, txn, node, parent, *, chunk_index=None, chunk=None):
         children = node["children"]

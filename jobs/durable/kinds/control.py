@@ -109,6 +109,7 @@ def evaluate(txn: Transitions, cond: dict[str, str]) -> bool:
 @register
 class RaceKind(Kind):
     name = "race"
+    fixed_activation = True  # its row, then its children's activations
 
     def activate(self, txn, node, parent, *, chunk_index=None, chunk=None):
         step = txn.insert_step(node, parent, status="running", chunk_index=chunk_index)
@@ -164,6 +165,7 @@ class WhenKind(Kind):
 @register
 class LoopKind(Kind):
     name = "loop"
+    fixed_activation = True  # its row, then its children's activations
 
     def check(self, node):
         check_condition(node["while"], "loop")
