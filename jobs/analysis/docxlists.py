@@ -61,6 +61,11 @@ def _definitions(xml: bytes) -> tuple[dict[str, str], dict[tuple[str, int], int]
 def _list_paragraphs(xml: bytes) -> list[tuple[str, int]]:
     """(numId, level) of every numbered paragraph of the document body, in order."""
     out: list[tuple[str, int]] = []
+    # Word writes numbering.xml into nearly every file, numbered paragraphs or not: a body
+    # without the tag's name has none, and parsing it again (after mammoth) would only find
+    # that out. UTF-16 XML spells the name with zero bytes between, so it is always parsed.
+    if b"numPr" not in xml and not xml.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return out
     stack: list[str] = []
     for event, el in iterparse(io.BytesIO(xml), events=("start", "end")):
         if event == "start":
