@@ -346,6 +346,7 @@ ACURIO_DOCX_XML_MB = env.int("ACURIO_DOCX_XML_MB", default=60)
 ACURIO_PDF_MAX_PAGES = env.int("ACURIO_PDF_MAX_PAGES", default=1_000)
 ACURIO_PDF_MAX_SECONDS = env.float("ACURIO_PDF_MAX_SECONDS", default=120)
 ACURIO_HTML_MAX_DEPTH = env.int("ACURIO_HTML_MAX_DEPTH", default=400)
+ACURIO_MAX_PARAGRAPHS = env.int("ACURIO_MAX_PARAGRAPHS", default=150_000)
 ACURIO_MAX_CITATIONS = env.int("ACURIO_MAX_CITATIONS", default=20_000)
 ACURIO_MAX_ENTRIES = env.int("ACURIO_MAX_ENTRIES", default=5_000)
 # Fairness between users: analyses queued or running at once per user, and uploads per user

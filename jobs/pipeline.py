@@ -161,6 +161,7 @@ def extraction_limits() -> analysis.Limits:
         pdf_pages=settings.ACURIO_PDF_MAX_PAGES,
         pdf_seconds=settings.ACURIO_PDF_MAX_SECONDS,
         html_depth=settings.ACURIO_HTML_MAX_DEPTH,
+        max_paragraphs=settings.ACURIO_MAX_PARAGRAPHS,
     )
 
 

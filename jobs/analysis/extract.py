@@ -521,7 +521,8 @@ def _extract(
             raw = _markdown_html(text)
         else:
             raw = _text_html(text)
-    safe = _normalize_text_nodes(sanitize(prepare_html(raw, max_depth=limits.html_depth)))
+    prepared = prepare_html(raw, max_depth=limits.html_depth, max_paragraphs=limits.max_paragraphs)
+    safe = _normalize_text_nodes(sanitize(prepared))
     blocks = html_blocks(safe)
     if not blocks:
         raise AnalysisInputError("The document contains no text.")

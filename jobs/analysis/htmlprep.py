@@ -14,8 +14,9 @@ own ids and classes), yet several of them carry meaning the parser needs:
   canonical class names (:data:`CANONICAL_CLASSES`), the only classes the sanitiser keeps.
 
 The pass also bounds the nesting depth (a document of 100,000 nested ``<div>`` costs minutes in
-any HTML parser). It reuses the tokenizer of :mod:`jobs.analysis.blocks`, so it is one linear
-scan.
+any HTML parser) and the number of paragraphs (each costs about 2 KB in the sanitiser, the
+parser and the report page, however short it is). It reuses the tokenizer of
+:mod:`jobs.analysis.blocks`, so it is one linear scan.
 """
 
 from __future__ import annotations
@@ -23,8 +24,17 @@ from __future__ import annotations
 import html
 import re
 
-from .blocks import _TOKEN, NOTE_CLASSES, SKIP_CLASS, VOID_TAGS, _attrs, serialize_start
+from .blocks import (
+    _TOKEN,
+    BLOCK_TAGS,
+    NOTE_CLASSES,
+    SKIP_CLASS,
+    VOID_TAGS,
+    _attrs,
+    serialize_start,
+)
 from .errors import AnalysisInputError
+from .limits import DEFAULT_LIMITS
 
 # A note container's canonical class, a note-number link's, and extraction's own skipped
 # footnote number (DOCX). Nothing else survives sanitising.
@@ -177,13 +187,22 @@ class _Stack:
             self.pop()
 
 
-def prepare_html(raw: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> str:
+def prepare_html(
+    raw: str,
+    *,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_paragraphs: int = DEFAULT_LIMITS.max_paragraphs,
+) -> str:
     """Rewrite ``raw`` HTML so that its meaningful classes survive sanitising as structure.
 
-    Raises :class:`AnalysisInputError` if elements nest deeper than ``max_depth``.
+    Raises :class:`AnalysisInputError` if elements nest deeper than ``max_depth``, or once
+    more than ``max_paragraphs`` block-level elements have opened (table cells and blocks
+    flattened into an entry or a cell join their row's or entry's paragraph, so they do not
+    count): before the sanitiser and the parser have built anything per paragraph.
     """
     out: list[str] = []
     stack = _Stack(out, max_depth)
+    paragraphs = 0
     lower: str | None = None
     pos = 0
     n = len(raw)
@@ -204,6 +223,13 @@ def prepare_html(raw: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> str:
             stack.close_implied(tag)
             classes = next((v or "" for k, v in attrs if k == "class"), "").lower().split()
             flat = bool(stack.entries) and tag in _ENTRY_INNER
+            if tag in BLOCK_TAGS and not flat and tag not in _CELLS:
+                paragraphs += 1
+                if paragraphs > max_paragraphs:
+                    raise AnalysisInputError(
+                        f"The document has more than {max_paragraphs:,} paragraphs; the limit "
+                        f"is {max_paragraphs:,}."
+                    )
             stack.push(tag, flat, _CSL_ENTRY in classes or tag in _CELLS)
             out.append(" <span>" if flat else serialize_start(tag, _canonical(tag, attrs)))
             if tag in _RAW_TEXT:

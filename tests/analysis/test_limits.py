@@ -32,6 +32,7 @@ def test_defaults_are_the_documented_ones():
         pdf_pages=1_000,
         pdf_seconds=120.0,
         html_depth=400,
+        max_paragraphs=150_000,
     )
     assert documented == DEFAULT_LIMITS
 
@@ -111,6 +112,27 @@ def test_html_depth_limit_is_fast_and_clear():
     msg = _error(deep, "deep.html")
     assert time.monotonic() - started < 2.0
     assert msg == "The HTML nests elements more than 400 deep; the limit is 400."
+
+
+def test_paragraph_limit_every_format():
+    text = b"a.\n\n" * 1_001
+    html = b"<html><body>" + b"<p>a.</p>" * 1_001
+    md = b"# Title\n\n" + b"a.\n\n" * 1_000
+    docx = make_docx([["a."]] * 1_001)
+    for data, name in ((text, "t.txt"), (html, "t.html"), (md, "t.md"), (docx, "t.docx")):
+        assert _error(data, name, max_paragraphs=1_000) == (
+            "The document has more than 1,000 paragraphs; the limit is 1,000."
+        ), name
+    assert len(extract(text, "t.txt", limits=Limits(max_paragraphs=1_001)).blocks) == 1_001
+
+
+def test_table_cells_and_list_items_in_a_row_count_once():
+    # A row's cells are one paragraph (the parser reads them as one block), and so are the
+    # paragraphs Word puts inside a cell: only the rows count.
+    rows = "".join(f"<tr><td><p>[{i}]</p></td><td><p>Author {i}.</p></td></tr>" for i in range(50))
+    html = f"<html><body><table>{rows}</table></body></html>".encode()
+    doc = extract(html, "t.html", limits=Limits(max_paragraphs=55))
+    assert len(doc.blocks) == 50
 
 
 def test_unclosed_paragraphs_do_not_count_as_nesting():
