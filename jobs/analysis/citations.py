@@ -623,12 +623,32 @@ def _matching_paren(text: str, i: int) -> int:
     return -1
 
 
+_CONTEXT_CHARS = 160
+
+
 def _context(text: str, start: int, end: int) -> str:
-    left = max(text.rfind(". ", 0, start) + 2, start - 160, 0)
+    """The marker's sentence, at most 160 characters either side of the marker (cut at a word).
+
+    Bounded on both sides: every marker keeps its own copy, so a context that ran to the end
+    of the paragraph made 20,000 markers in one 490 KB paragraph (a PDF page whose lines all
+    fall on one baseline) cost 4.8 GB. The searches are bounded too, so a marker costs the
+    same in a long paragraph as in a short one.
+    """
+    reach = _CONTEXT_CHARS
+    stop = text.rfind(". ", max(0, start - reach - 2), start)
+    left = max(stop + 2 if stop >= 0 else 0, start - reach)
     if left >= 2 and text[left - 2 : left] != ". ":
-        left = text.find(" ", left) + 1 or left
-    right = text.find(". ", end)
-    right = len(text) if right < 0 or right > end + 160 else right + 1
+        left = text.find(" ", left, start) + 1 or left
+    right = text.find(". ", end, end + reach + 2)
+    if right >= 0:
+        right += 1
+    elif end + reach >= len(text):
+        right = len(text)
+    else:
+        # No sentence end near: stop at the last word boundary within reach.
+        right = text.rfind(" ", end, end + reach)
+        if right < 0:
+            right = end + reach
     return text[left:right].strip()
 
 

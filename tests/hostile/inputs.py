@@ -320,6 +320,13 @@ def _cases() -> list[Case]:
         _lazy_text("t.txt", lambda: _with_refs("a.\n\n" * 140_000)),
         "ok",
     )
+    # Every marker keeps the sentence around it: with no sentence end after it, that was the
+    # rest of the paragraph (19,000 markers in one 440 KB paragraph: gigabytes).
+    add(
+        "markers-in-one-endless-sentence",
+        _lazy_text("t.txt", lambda: _with_refs("a claim (Smith, 2020); " * 19_000)),
+        "ok",
+    )
     add(
         "whitespace-runs",
         _lazy_text("t.txt", lambda: _with_refs(" \t" * 2_000_000 + "(Smith, 2020)")),
