@@ -267,6 +267,10 @@ def build_peers(
     )
     engine.concurrency = engine_concurrency
     engine.group = engine_group
+    if engine_group is not None:
+        # The setting too: a worker command of an older commit that ignores --group still
+        # runs with group commit, instead of silently measuring steps one by one.
+        engine.extra_env["ACURIO_WORKER_GROUP"] = str(engine_group)
     peers: list[Peer] = [
         RawPeer(
             key="raw",

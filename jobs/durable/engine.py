@@ -350,6 +350,41 @@ class Txn:
         parent = None if rows[0][0] is None else StepRow.from_row(rows[0])
         self.advance(step, output, parent=parent)
 
+    def plan_checkpoint(self, step: StepRow, output: Any) -> dict[str, Any] | None:
+        """The checkpoint of ``step`` as a row of a group's batched checkpoint
+        (``CHECKPOINT_GROUP``, :func:`checkpoint_group`), if it has one of that statement's two
+        shapes: the last step of a top-level sequence, or a step whose sequence runs a task/sql
+        step next. None: checkpoint it on its own (:meth:`checkpoint`)."""
+        if isinstance(output, Break) or step.parent_id is None or step.chunk_index is not None:
+            return None
+        parent_node = self.graph.parents.get(step.node_id)
+        if parent_node is None:
+            return None
+        parent_kind = get_kind(parent_node["kind"])
+        row: dict[str, Any] = {
+            "txn": self,
+            "step": step,
+            "output": output,
+            "id": step.id,
+            "attempts": step.attempts,
+            "json": to_json(output),
+            "last": False,
+            "node": None,
+            "parent_node": None,
+            "status": None,
+        }
+        if parent_node is self.graph.spec and parent_kind.completes_with(parent_node, step.node_id):
+            row["last"] = True
+            return row
+        follower = parent_kind.follows(parent_node, step.node_id)
+        if follower is None or follower["kind"] not in CHAINABLE:
+            return None
+        status, _attempts, _owner, _expires, due = self._claim_on_insert(
+            follower, "ready", self.now
+        )
+        row.update(node=follower, parent_node=parent_node["id"], status=status, due=due)
+        return row
+
     def _checkpoint_and_activate(
         self, step: StepRow, output: Any, parent_node: dict[str, Any], node: dict[str, Any]
     ) -> None:
@@ -558,3 +593,61 @@ class Txn:
             with connection.cursor() as cursor:
                 cursor.execute(statements.NOTIFY)
             self.notify = False
+
+
+def checkpoint_group(rows: list[dict[str, Any]], now: datetime, owner: str, lease: float) -> bool:
+    """Checkpoint the planned rows (:meth:`Txn.plan_checkpoint`) of a group in one statement
+    (``CHECKPOINT_GROUP``) and set each row's Txn as its own checkpoint would (the step it
+    chained, its NOTIFY). Returns False when any of them did not go as planned: a step whose
+    claim was lost, or whose next step was not inserted (its parent stopped meanwhile); the
+    caller must then roll the whole transaction back and checkpoint the group step by step,
+    where each such case is handled with the step's own savepoint."""
+    nodes = [row["node"] or {} for row in rows]
+    result = execute_prepared(
+        statements.CHECKPOINT_GROUP,
+        {
+            "ids": [row["id"] for row in rows],
+            "attempts": [row["attempts"] for row in rows],
+            "outputs": [row["json"] for row in rows],
+            "last": [row["last"] for row in rows],
+            "suffix": [f"/{node['id']}" if node else None for node in nodes],
+            "node": [node.get("id") for node in nodes],
+            "kind": [node.get("kind") for node in nodes],
+            "name": [node.get("name", "") if node else None for node in nodes],
+            "max_attempts": [_max_attempts(node) if node else None for node in nodes],
+            "parent_node": [row["parent_node"] for row in rows],
+            "status": [row["status"] for row in rows],
+            "now": now,
+            "owner": owner,
+            "expires": now + timedelta(seconds=lease),
+        },
+    )
+    done = {step_id: (next_id, next_key) for step_id, next_id, next_key, _ in result}
+    for row in rows:
+        if row["id"] not in done:
+            return False  # fenced
+        next_id, next_key = done[row["id"]]
+        if row["last"]:
+            continue
+        if next_id is None:
+            return False  # the parent stopped: the general path decides
+        txn, step, node = row["txn"], row["step"], row["node"]
+        chained = row["status"] == "running"
+        next_row = StepRow(
+            next_id,
+            step.instance_id,
+            step.parent_id,
+            next_key,
+            node["id"],
+            node["kind"],
+            node.get("name", ""),
+            row["status"],
+            1 if chained else 0,
+            _max_attempts(node),
+            None,
+            None,
+        )
+        txn.chained = next_row if chained else None
+        if row.get("due"):
+            txn.notify = True
+    return True

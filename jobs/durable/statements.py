@@ -63,14 +63,15 @@ LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 # The LIMIT is written into the text (claim_sql): with a ``LIMIT $n`` parameter PostgreSQL's
 # generic plan of the prepared statement assumes many rows and scans both tables whole, so it
 # would re-plan the statement at every claim instead.
-_CLAIM = f"""
+_CLAIM_PICK = f"""
 WITH picked AS (
     SELECT id, instance_id FROM {STEP}
     WHERE status = 'ready' AND run_at <= %(now)s {{queues}}
     ORDER BY priority DESC, run_at, id
     LIMIT {{limit:d}}
     FOR UPDATE SKIP LOCKED
-), claimed AS (
+"""
+_CLAIM_REST = f"""), claimed AS (
     UPDATE {STEP} AS s
     SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
         lease_backend = pg_backend_pid(),
@@ -91,7 +92,51 @@ WITH picked AS (
 )
 SELECT c.*, i.status, i.graph, i.input, i.on_failure,
     EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id), i.queue, i.priority
-FROM claimed AS c LEFT JOIN {INSTANCE} AS i ON i.id = c.instance_id
+"""
+_CLAIM = (
+    _CLAIM_PICK
+    + _CLAIM_REST
+    + (f"FROM claimed AS c LEFT JOIN {INSTANCE} AS i ON i.id = c.instance_id\n")
+)
+
+# The plain claim of a worker that serves limited queues too (priorities across every queue):
+# first the limited queues it serves whose most urgent due step could start now (under the
+# queue's concurrency and rate, read without its lock: CLAIM_LIMITED decides), then only the
+# plain steps more urgent than all of those (priority above theirs; at the same priority the
+# limited queue's step goes first). The statement always returns one row at least: its last
+# two columns name those limited queues and their steps' priorities, most urgent first
+# (empty arrays: none), and a row with a NULL step id stands for "no step claimed". Each
+# queue's most urgent step is one probe of durable_step_queue_ready, its running steps a count
+# on durable_step_queue_running; the queue rows by primary key.
+_CLAIM_URGENT = f"""
+WITH startable AS (
+    SELECT q.name, r.priority FROM {QUEUE} AS q
+    CROSS JOIN LATERAL (
+        SELECT priority FROM {STEP}
+        WHERE status = 'ready' AND queue = q.name AND run_at <= %(now)s
+        ORDER BY priority DESC, run_at, id LIMIT 1
+    ) AS r
+    WHERE q.name = ANY(%(limited)s) {{served}}
+        AND (q.concurrency IS NULL OR q.concurrency > (
+            SELECT count(*) FROM {STEP} WHERE queue = q.name AND status = 'running'
+            AND lease_expires_at IS NOT NULL))
+        AND (q.rate_count IS NULL OR q.tokens + q.rate_count / q.rate_seconds
+            * GREATEST(0, COALESCE(extract(epoch FROM %(now)s - q.refilled_at), 0)) >= 1)
+), urgent AS (
+    SELECT max(priority) AS priority,
+        COALESCE(array_agg(name ORDER BY priority DESC, name), '{{{{}}}}') AS names,
+        COALESCE(array_agg(priority ORDER BY priority DESC, name), '{{{{}}}}') AS priorities
+    FROM startable
+), picked AS (
+    SELECT id, instance_id FROM {STEP}
+    WHERE status = 'ready' AND run_at <= %(now)s {{queues}}
+        AND priority > COALESCE((SELECT priority FROM urgent), -1)
+    ORDER BY priority DESC, run_at, id
+    LIMIT {{limit:d}}
+    FOR UPDATE SKIP LOCKED
+{_CLAIM_REST}, u.names, u.priorities
+FROM urgent AS u LEFT JOIN claimed AS c ON true
+LEFT JOIN {INSTANCE} AS i ON i.id = c.instance_id
 """
 
 # The queue filters of the claim: every queue but the limited ones; only the queues a worker
@@ -125,12 +170,16 @@ WITH running AS (
 
 
 @functools.cache
-def claim_sql(limit: int, queues: str = "unlimited") -> str:
+def claim_sql(limit: int, queues: str = "unlimited", urgent: bool = False) -> str:
     """The claim statement for up to ``limit`` steps (one prepared statement per variant);
-    ``queues="fair"``: one fair queue's, owners in turn."""
+    ``queues="fair"``: one fair queue's, owners in turn; ``urgent``: the plain claim of a
+    worker that serves limited queues too (``_CLAIM_URGENT``: it returns them as well)."""
     if queues == "fair":
         rest = _CLAIM[_CLAIM.index("), claimed AS (") :]
         return (_FAIR_PICK + rest).format(limit=int(limit), queues="")
+    if urgent:
+        served = "AND q.name = ANY(%(queues)s)" if queues == "served" else ""
+        return _CLAIM_URGENT.format(limit=int(limit), queues=_QUEUE_FILTERS[queues], served=served)
     return _CLAIM.format(limit=int(limit), queues=_QUEUE_FILTERS[queues])
 
 
@@ -357,6 +406,54 @@ CHECKPOINT_AND_INSERT_NEXT = (
     " RETURNING id, key)"
     " SELECT EXISTS (SELECT 1 FROM done), (SELECT id FROM nxt), (SELECT key FROM nxt)"
 )
+
+# The checkpoints of a group's steps (Worker.execute_group) in one statement, each row one of
+# the two shapes above: the last step of a top-level sequence (``last``: the step, its root
+# step and the instance, as CHECKPOINT_LAST), or a step whose sequence runs a task/sql step next
+# (as CHECKPOINT_AND_INSERT_NEXT: inserted ready, or already claimed by this worker when its
+# status is 'running'). Each step is fenced by its claim token; the caller tells a fenced step
+# (no row of its own) from one whose next step was not inserted (the parent stopped). The
+# steps come as arrays (unnest). Primary keys; durable_step_key checks the new rows.
+CHECKPOINT_GROUP = f"""
+WITH t AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(outputs)s::text[],
+        %(last)s::boolean[], %(suffix)s::text[], %(node)s::int[], %(kind)s::text[],
+        %(name)s::text[], %(max_attempts)s::int[], %(parent_node)s::int[], %(status)s::text[])
+        AS t(id, attempts, output, last, suffix, node, kind, name, max_attempts, parent_node,
+             status)
+), done AS (
+    UPDATE {STEP} AS s SET status = 'completed', output = t.output::jsonb,
+        finished_at = %(now)s, lease_owner = '', lease_expires_at = NULL, error = ''
+    FROM t WHERE s.id = t.id AND s.status = 'running' AND s.attempts = t.attempts
+    RETURNING s.id, s.parent_id, t.output, t.last, t.suffix, t.node, t.kind, t.name,
+        t.max_attempts, t.parent_node, t.status
+), nxt AS (
+    INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name, status, attempts,
+        max_attempts, run_at, lease_owner, lease_expires_at, remaining, chunk_index, chunk,
+        error, created_at, started_at, queue, priority)
+    SELECT p.instance_id, p.id, p.key || d.suffix, d.node, d.kind, d.name, d.status,
+        CASE WHEN d.status = 'running' THEN 1 ELSE 0 END, d.max_attempts, %(now)s,
+        CASE WHEN d.status = 'running' THEN %(owner)s ELSE '' END,
+        CASE WHEN d.status = 'running' THEN %(expires)s::timestamptz END, 0, NULL, NULL, '',
+        %(now)s, CASE WHEN d.status = 'running' THEN %(now)s::timestamptz END,
+        p.queue, p.priority
+    FROM done AS d JOIN {STEP} AS p ON p.id = d.parent_id
+    WHERE NOT d.last AND p.status = 'running' AND p.node_id = d.parent_node
+    RETURNING id, key, parent_id
+), root AS (
+    UPDATE {STEP} AS r SET status = 'completed', output = d.output::jsonb,
+        finished_at = %(now)s
+    FROM done AS d WHERE d.last AND r.id = d.parent_id AND r.status = 'running'
+    RETURNING r.instance_id, d.output
+), fin AS (
+    UPDATE {INSTANCE} AS i SET status = 'completed', result = root.output::jsonb,
+        finished_at = %(now)s
+    FROM root WHERE i.id = root.instance_id AND i.status IN ('pending', 'running')
+    RETURNING i.id
+)
+SELECT d.id, n.id, n.key, (SELECT count(*) FROM fin, {_NOTIFY_FINISHED})
+FROM done AS d LEFT JOIN nxt AS n ON n.parent_id = d.parent_id AND NOT d.last
+"""
 
 # Complete a claimed leaf step with a Break's value, fenced as CHECKPOINT; its enclosing
 # loop is then ended by the loop's kind. Primary key.

@@ -163,3 +163,35 @@ def test_a_fair_queue_takes_owners_in_turn(declare, django_user_model):
     assert Instance.objects.get(pk=first[0].instance_id).owner == busy
     # busy now has one step running, quiet none: quiet's later start goes next.
     assert worker.claim()[0].instance_id == late
+
+
+def test_priorities_hold_across_limited_and_plain_queues(declare):
+    declare("limited", concurrency=5)
+    hold = {"queue": "limited", "hold": 0}
+    low_limited = start(HOLD, queue="limited", priority=1, input=hold)
+    high_plain = start(HOLD, priority=8, input={"queue": "default", "hold": 0})
+    low_plain = start(HOLD, priority=0, input={"queue": "default", "hold": 0})
+    high_limited = start(HOLD, queue="limited", priority=9, input=hold)
+    worker = Worker(worker_id="w", chain=False)
+    order = [worker.claim()[0].instance_id for _ in range(4)]
+    assert order == [high_limited, high_plain, low_limited, low_plain]
+
+
+def test_a_group_claim_takes_the_most_urgent_steps_of_every_queue(declare):
+    declare("limited", concurrency=5)
+    hold = {"queue": "limited", "hold": 0}
+    low_limited = start(HOLD, queue="limited", priority=1, input=hold)
+    high_plain = start(HOLD, priority=8, input={"queue": "default", "hold": 0})
+    start(HOLD, priority=0, input={"queue": "default", "hold": 0})
+    worker = Worker(worker_id="w", chain=False)
+    assert [s.instance_id for s in worker.claim(limit=2)] == [high_plain, low_limited]
+
+
+def test_a_limited_queue_at_its_limit_holds_back_no_plain_step(declare):
+    declare("single", concurrency=1)
+    hold = {"queue": "single", "hold": 0}
+    start_many(HOLD, [hold, hold], queue="single", priority=9)
+    worker = Worker(worker_id="w", chain=False)
+    assert len(worker.claim()) == 1  # the queue's one slot is taken now
+    plain = start(HOLD, priority=0, input={"queue": "default", "hold": 0})
+    assert [s.instance_id for s in worker.claim()] == [plain]

@@ -83,6 +83,7 @@ class Command(BaseCommand):
                 concurrency=concurrency,
                 once=once,
                 poll_interval=poll_interval,
+                group=group,
                 queues=names or None,
                 versions=versions or None,
             )
