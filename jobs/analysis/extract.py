@@ -9,13 +9,10 @@ parse the citations again later.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import html
 import io
 import re
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 # Imported with the package, not when the first DOCX comes: the pipeline extracts in a child
@@ -447,36 +444,6 @@ def _too_much_text(n: int, limit: int) -> AnalysisInputError:
     )
 
 
-# Objects the interpreter froze itself while starting (CPython 3.12: a few hundred constant
-# tuples). More than these frozen means the process froze its own heap: then it is left so.
-_FROZEN_AT_IMPORT = gc.get_freeze_count()
-
-
-@contextlib.contextmanager
-def _heap_frozen() -> Iterator[None]:
-    """Keep the garbage collector's full collections off the objects that existed before.
-
-    A reader builds hundreds of thousands of objects (mammoth's XML tree, pypdf's operands),
-    which sets off full collections, and a full collection walks every tracked object of the
-    process. In the pipeline that process is a child forked from the worker: the walk goes
-    over the worker's whole heap and, by writing the objects' GC headers, copies its pages
-    from the parent (0.2-0.3 s of a 300-page DOCX's extract step, more than all of Acurio's
-    own passes). Frozen objects are not walked; the extraction's own garbage is collected as
-    before (no memory is held longer, as it would be with the collector switched off), once
-    more at the end so that none of it is left for the next extraction to freeze (a process
-    extracting many documents would keep it for good), and the caller's heap is handed back.
-    """
-    if gc.get_freeze_count() > _FROZEN_AT_IMPORT:
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.collect()
-        gc.unfreeze()
-
-
 def extract(
     data: bytes, filename: str, *, max_bytes: int | None = None, limits: Limits | None = None
 ) -> ExtractedDocument:
@@ -488,13 +455,6 @@ def extract(
     unsupported files, and for documents past a limit (the message names the limit and the
     document's figure).
     """
-    with _heap_frozen():
-        return _extract(data, filename, max_bytes=max_bytes, limits=limits)
-
-
-def _extract(
-    data: bytes, filename: str, *, max_bytes: int | None, limits: Limits | None
-) -> ExtractedDocument:
     limits = limits or DEFAULT_LIMITS
     if max_bytes is not None:
         limits = replace(limits, max_bytes=max_bytes)

@@ -4,6 +4,7 @@ takes the next step; a cancel stops a running isolated step within 2 seconds."""
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from pathlib import Path
@@ -51,6 +52,26 @@ def test_run_isolated_returns_the_result_and_enforces_both_budgets():
     with pytest.raises(Stopped):
         run_isolated(time.sleep, 30, memory_mb=32, timeout=30, should_stop=stop_now)
     assert calls
+
+
+def _heap_report() -> tuple[int, int]:
+    """In the child: how many objects are frozen, and what a full collection finds of a
+    cycle the child made itself."""
+    frozen = gc.get_freeze_count()
+    cycle: list = []
+    cycle.append(cycle)
+    del cycle
+    return frozen, gc.collect()
+
+
+def test_the_child_keeps_the_collector_off_the_parents_heap():
+    """The child freezes what it inherited (its collections skip the parent's heap, whose pages
+    they would copy), collects its own garbage as usual, and the parent stays unfrozen."""
+    before = gc.get_freeze_count()
+    frozen, collected = run_isolated(_heap_report, memory_mb=64, timeout=10)
+    assert frozen > len(gc.get_objects()) // 2  # the inherited heap, not a few constants
+    assert collected >= 1  # the child's own cycle
+    assert gc.get_freeze_count() == before
 
 
 def test_isolate_options_are_checked():
