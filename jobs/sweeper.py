@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -175,11 +176,10 @@ class Sweeper:
             connection.close()
         if self._down_since is None:
             self._down_since = time.monotonic()
-        reason = " ".join(str(exc).split())[:200]
         logger.warning(
             "database unreachable for %.1fs; tick skipped (%s)",
             time.monotonic() - self._down_since,
-            reason,
+            _short(exc),
         )
 
     def beat(self) -> None:
@@ -243,16 +243,10 @@ class Sweeper:
     def _backstop_thread(self) -> None:
         try:
             self.backstop()
-        except (OperationalError, InterfaceError) as exc:
-            if connection.is_usable():
-                logger.exception("run backstop failed")
-            else:
-                # The database went away mid-backstop: the ticks report the outage line by
-                # line; the ghosts left are picked up by the first backstop after it.
-                reason = " ".join(str(exc).split())[:200]
-                logger.warning("run backstop stopped: lost the database (%s)", reason)
         except Exception:
-            logger.exception("run backstop failed")
+            # A database gone mid-backstop: the ticks report the outage line by line, and the
+            # ghosts left are picked up by the first backstop after it.
+            _log_failure("run backstop failed")
         finally:
             self._try_heartbeat(last_backstop_at=timezone.now(), backstop_in_flight=False)
             # This thread's own connection: closing it keeps PostgreSQL's slots free.
@@ -262,14 +256,8 @@ class Sweeper:
         # The heartbeat is for operators: failing to write it must not stop the sweep itself.
         try:
             self.heartbeat(**fields)
-        except (OperationalError, InterfaceError) as exc:
-            if connection.is_usable():
-                logger.exception("could not update the heartbeat")
-            else:
-                reason = " ".join(str(exc).split())[:200]
-                logger.warning("could not update the heartbeat: lost the database (%s)", reason)
         except Exception:
-            logger.exception("could not update the heartbeat")
+            _log_failure("could not update the heartbeat")
 
     def backstop(self) -> int:
         """Record ghost runs batch by batch until none is left, then the judge backstop.
@@ -313,3 +301,18 @@ class Sweeper:
             )
             logger.info("trimmed doc_html of %d jobs (ttl %sh)", trimmed, self.ttl_hours)
         return trimmed
+
+
+def _short(exc: BaseException) -> str:
+    """The database's own reason, on one line and short."""
+    return " ".join(str(exc).split())[:200]
+
+
+def _log_failure(what: str) -> None:
+    """Log the exception being handled: one warning line when it is the database gone away
+    (an outage is not a bug: no traceback per attempt), else with its traceback."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, OperationalError | InterfaceError) and not connection.is_usable():
+        logger.warning("%s: lost the database (%s)", what, _short(exc))
+    else:
+        logger.exception(what)
