@@ -54,6 +54,7 @@ from jobs.durable.kinds import children, get_kind
 from jobs.durable.models import Instance, instance_pk_for
 from jobs.durable.permissions import check_start
 from jobs.durable.queues import DEFAULT_QUEUE, check_priority, check_queue_name
+from jobs.durable.sessions import code_version
 from jobs.durable.state import Graph, StepRow
 
 
@@ -434,6 +435,7 @@ def create(
         "parent_step": options.parent_step_id,
         "forked_from": options.forked_from,
         "notify": notify,
+        "version": code_version(),
         **steps,
     }
     # One statement is atomic on its own: outside the caller's transaction, and with nothing

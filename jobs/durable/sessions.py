@@ -9,7 +9,8 @@ per connection (:func:`configure_worker_session`, again after every reconnect):
 * ``application_name`` — the worker's id (its lease owner), so lease recovery can tell its
   sessions from any other;
 * ``acurio.code_version`` — :func:`code_version`; steps the worker inserts already claimed
-  take it as their default, the claim sets it on the others (``Step.code_version``);
+  take it as their default; the claim records it on the others from a parameter
+  (``Step.code_version``);
 * ``lock_timeout`` = the lease — a statement waits for a lock at most one lease, then fails
   (and is retried) instead of hanging behind a stalled holder;
 * ``idle_in_transaction_session_timeout`` = ``ACURIO_STEP_TIMEOUT_SECONDS`` + the lease — the
@@ -43,9 +44,10 @@ server connection, which other clients share):
   worker's transaction is then not ended early: the recovered attempt's statements give up
   after ``lock_timeout`` (one lease) and are retried until the stalled transaction ends (its
   ``idle_in_transaction_session_timeout``, or the pooler's own timeouts). Statements the
-  engine runs in autocommit get no setting at all: a claimed step's ``code_version`` stays
-  empty, and so does an instance's started outside ``atomic``. Server-side keepalives
-  concern the pooler's sockets, not the worker's, and are left to it.
+  engine runs in autocommit get no setting at all, so the two of them that record a code
+  version (the claim, and a ``start()`` outside ``atomic``) pass :func:`code_version` as a
+  parameter instead of reading the setting. Server-side keepalives concern the pooler's
+  sockets, not the worker's, and are left to it.
 """
 
 from __future__ import annotations

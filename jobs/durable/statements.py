@@ -63,6 +63,9 @@ LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 # The LIMIT is written into the text (claim_sql): with a ``LIMIT $n`` parameter PostgreSQL's
 # generic plan of the prepared statement assumes many rows and scans both tables whole, so it
 # would re-plan the statement at every claim instead.
+# The claimed step records the worker's code version (%(version)s), a parameter rather than
+# the session's acurio.code_version: a claim runs in autocommit, where a transaction pooler
+# without DATABASE_DIRECT_URL leaves no setting (jobs.durable.sessions).
 _CLAIM_PICK = f"""
 WITH picked AS (
     SELECT id, instance_id FROM {STEP}
@@ -75,7 +78,7 @@ _CLAIM_REST = f"""), claimed AS (
     UPDATE {STEP} AS s
     SET status = 'running', attempts = s.attempts + 1, lease_owner = %(owner)s,
         lease_backend = pg_backend_pid(),
-        code_version = COALESCE(current_setting('acurio.code_version', true), ''),
+        code_version = %(version)s,
         lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
     FROM picked
     WHERE s.id = picked.id
@@ -293,15 +296,17 @@ STEP_CREATED_AT = f"SELECT created_at FROM {STEP} WHERE id = %s"
 # and then only if a step is due and an instance was created. Primary keys; durable_step_key.
 # START_NEW_INSTANCES is the same without ON CONFLICT, for ids just drawn at random: the
 # speculative insertions cost some 7% of a 20,000-instance start's server time, and a
-# collision is then an error, not a silent skip.
+# collision is then an error, not a silent skip. The instance records the starter's code
+# version (%(version)s), a parameter like the claim's: a start outside a transaction gets no
+# session setting through a transaction pooler.
 START_INSTANCES = f"""
 WITH inst AS (
     INSERT INTO {INSTANCE} (id, label, owner_id, graph, input, status, error, on_failure,
         created_at, workflow_id, queue, priority, parent_instance_id, parent_step_id,
-        forked_from)
+        forked_from, code_version)
     SELECT i.id, %(label)s, %(owner)s, %(graph)s::jsonb, i.input, 'pending', '',
         %(on_failure)s, %(now)s, coalesce(i.wid, ''), %(queue)s, %(priority)s, %(parent)s,
-        %(parent_step)s, %(forked_from)s
+        %(parent_step)s, %(forked_from)s, %(version)s
     FROM ROWS FROM (unnest(%(ids)s::uuid[]), jsonb_array_elements(%(inputs)s::jsonb),
         jsonb_array_elements_text(%(wids)s::jsonb)) AS i(id, input, wid)
     ON CONFLICT (id) DO NOTHING

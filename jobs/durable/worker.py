@@ -311,6 +311,7 @@ class Worker:
             "expires": now + timedelta(seconds=self.lease_seconds),
             "limited": self._limited_queues(),
             "queues": self.queues or [],
+            "version": code_version(),
         }
 
     def _limited_queues(self) -> list[str]:

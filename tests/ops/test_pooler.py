@@ -91,6 +91,33 @@ def test_a_steps_statement_timeout_does_not_outlive_its_transaction():
         assert cursor.fetchone()[0] == before
 
 
+def test_a_start_and_a_claim_outside_a_transaction_record_the_code_version_without_a_setting():
+    # What an autocommit statement finds on a transaction pooler's server connection: no
+    # acurio.code_version (nothing is set on the session, and no transaction sets it). The
+    # start and the claim pass the version themselves, so their rows record it anyway.
+    # Through the pooler the session has none already (and must be left alone); directly,
+    # the announced one is cleared for the test and put back after it.
+    pooled = settings.DATABASE_POOLER == "transaction"
+
+    def set_session_version(value: str) -> None:
+        if not pooled:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('acurio.code_version', %s, false)", [value])
+
+    try:
+        set_session_version("")
+        instance = start(task("tests.ops.steps.noop"), label="versioned outside atomic")
+        assert Instance.objects.get(pk=instance).code_version == code_version()
+        worker = Worker(once=True)
+        set_session_version("")
+        [step] = worker.claim()
+        assert Step.objects.get(pk=step.id).code_version == code_version()
+        worker.execute(step)
+        assert status(instance) == "completed"
+    finally:  # the next test on this connection finds it as announced
+        set_session_version(code_version())
+
+
 # The worker's bounds as the children below get them: lock_timeout = the lease,
 # idle_in_transaction_session_timeout = the step timeout + the lease (as PostgreSQL shows them).
 BOUNDS = {"ACURIO_LEASE_SECONDS": "45", "ACURIO_STEP_TIMEOUT_SECONDS": "255"}
@@ -197,12 +224,18 @@ def test_a_worker_through_the_pooler_leaves_nothing_on_the_pools_connections():
     settings.DATABASE_POOLER != "transaction",
     reason="needs DATABASE_URL through a transaction pooler (CI's PgBouncer stage)",
 )
-def test_through_the_pooler_an_instance_started_in_a_transaction_records_the_code_version():
+def test_through_the_pooler_instances_and_claimed_steps_record_the_code_version():
     # This process's connection is the pooled backend's: no startup options, no session SET;
-    # its transaction starts with the code version, which the instance's column default reads.
+    # a transaction starts with the code version, an autocommit statement gets none, so the
+    # start and the claim pass it as a parameter.
     with transaction.atomic():
-        instance = start(task("tests.ops.steps.noop"), label="versioned")
-    assert Instance.objects.get(pk=instance).code_version == code_version()
+        inside = start(task("tests.ops.steps.noop"), label="versioned")
+    outside = start(task("tests.ops.steps.noop"), label="versioned outside atomic")
+    for instance in (inside, outside):
+        assert Instance.objects.get(pk=instance).code_version == code_version()
+    Worker(once=True).drain()
+    claimed = Step.objects.filter(instance_id__in=[inside, outside], kind="task")
+    assert [s.code_version for s in claimed] == [code_version()] * 2
     with connection.cursor() as cursor:  # and nothing of it outlives the transaction
         cursor.execute("SELECT current_setting('acurio.code_version', true)")
         assert not cursor.fetchone()[0]
