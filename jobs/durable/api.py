@@ -227,7 +227,7 @@ def error(instance_id: uuid.UUID | str) -> str:
 def cancel(instance_id: uuid.UUID | str | None = None, **filters: Any) -> bool | int:
     """Cancel an unfinished instance: its unfinished steps never run (or never checkpoint),
     and its unfinished child workflows (and theirs) are cancelled in the same transaction
-    (:func:`jobs.durable.lifecycle.cancel_descendants`).
+    (:func:`jobs.durable.engine.cancel_descendants`).
 
     Returns False when the instance had already finished (its unfinished descendants, if
     any, are cancelled all the same). The on_failure hook is called with the error
@@ -245,7 +245,8 @@ def cancel(instance_id: uuid.UUID | str | None = None, **filters: Any) -> bool |
             raise InstanceNotFound(f"no workflow instance {pk}")
         txn = Txn(load_graph(pk))
         cancelled = txn.finish_instance(InstanceStatus.CANCELLED, "cancelled")
-        lifecycle.cancel_descendants([pk], txn.now)
+        if not cancelled:  # finish_instance cascades; a finished instance's live children
+            lifecycle.cancel_descendants([pk], txn.now)
         return cancelled
 
 

@@ -11,6 +11,9 @@ a step's checkpoint joins the transaction its task wrote in (exactly once).
   a step or an instance (cancelling every unfinished step and calling the ``on_failure`` hook),
   and one ``NOTIFY`` at the end when it made a step ready. It is what the node kinds see as
   :class:`~jobs.durable.state.Transitions`.
+* :func:`cancel_descendants`, :func:`cancel_trees` — the cascade to child workflows: an
+  instance that fails or is cancelled, or a cancelled step that started a child (a race's
+  loser, a loop body after its ``Break``), leaves no child workflow of its running.
 * What each node kind does on activation, when a child finishes and on ``Break`` lives in
   :mod:`jobs.durable.kinds`; this module knows no kind by name.
 
@@ -29,8 +32,9 @@ from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -44,6 +48,11 @@ from jobs.durable.state import Graph, StepRow
 logger = logging.getLogger("jobs.durable")
 
 UNFINISHED_INSTANCE = ("pending", "running")
+# Instances per statement of a cancel cascade (cancel_trees).
+CASCADE_BATCH = 500
+# A cascade that loses a deadlock (see cancel_trees) is rolled back to its savepoint and run
+# again, at most this many times.
+CASCADE_ATTEMPTS = 5
 # Kinds a worker may chain into (run right after the step whose checkpoint created them).
 CHAINABLE = frozenset({"task", "sql"})
 DEFAULT_BACKOFF = 1.0  # seconds before the first retry; doubles per attempt
@@ -518,10 +527,20 @@ class Txn:
 
     def cancel_below(self, step: StepRow) -> int:
         """Cancel every unfinished step below ``step`` (a race's losers, a broken loop's
-        body); their workers' checkpoints are fenced off. Returns how many."""
+        body); their workers' checkpoints are fenced off. A cancelled step that started an
+        instance of its own (a ``call`` step's child workflow) has it cancelled too, with its
+        descendants (:func:`cancel_trees`). Returns how many steps."""
         with connection.cursor() as cursor:
             cursor.execute(statements.CANCEL_BELOW, [self.now, step.instance_id, step.key + "/%"])
-            return cursor.rowcount
+            cancelled = cursor.fetchall()
+        started = [
+            pk
+            for step_id, kind in cancelled
+            if (pk := get_kind(kind).child_instance(step.instance_id, step_id)) is not None
+        ]
+        if started:
+            cancel_trees(started, self.now)
+        return len(cancelled)
 
     def delete_below(self, step: StepRow, key: str) -> None:
         """Delete the step ``key`` (below ``step``) with its whole subtree, in one statement
@@ -552,7 +571,9 @@ class Txn:
         raise PermanentError("Break was raised by a step that is not inside a loop()")
 
     def finish_instance(self, status: str, error: str) -> bool:
-        """Fail or cancel the instance: every unfinished step is cancelled, the hook is called.
+        """Fail or cancel the instance: every unfinished step is cancelled, the hook is called,
+        and the unfinished child workflows below it are cancelled (:func:`cancel_descendants`:
+        a failed parent leaves no orphan running, as a cancelled one does not).
 
         The instance UPDATE comes first and is conditional, so of two transactions failing the
         same instance only one goes on (and calls the hook).
@@ -568,6 +589,8 @@ class Txn:
             cursor.execute(statements.CANCEL_INSTANCE_STEPS, [self.now, self.graph.instance_id])
         if self.graph.on_failure:
             self.call_on_failure(error)
+        if starts_instances(self.graph):
+            cancel_descendants([self.graph.instance_id], self.now)
         return True
 
     def call_on_failure(self, error: str) -> None:
@@ -651,3 +674,103 @@ def checkpoint_group(rows: list[dict[str, Any]], now: datetime, owner: str, leas
         if row.get("due"):
             txn.notify = True
     return True
+
+
+# --- the cascade to child workflows -----------------------------------------------------------
+def starts_instances(graph: Graph) -> bool:
+    """Whether any node of the graph may start an instance of its own (a ``call``)."""
+    return any(get_kind(node["kind"]).starts_instances for node in graph.nodes.values())
+
+
+def cancel_descendants(instance_ids: list[uuid.UUID], now: datetime | None = None) -> int:
+    """Cancel every unfinished descendant of these instances — their child workflows
+    (``call``, a fan_out of a sub-workflow), the children's children, and so on — in the
+    caller's transaction; returns how many.
+
+    Every cancel or failure of an instance runs it once the instance itself is finished
+    (:meth:`Txn.finish_instance`: ``cancel(id)``, a step failing for good, a lease recovered
+    once too often; :func:`jobs.durable.lifecycle.cancel_where`, so the CLI and the admin
+    too): the call steps that wait for the children are cancelled already, so no child's
+    result reaches a finished parent. See :func:`cancel_trees` for how."""
+    return _cascade(list(instance_ids), now or timezone.now(), include_roots=False)
+
+
+def cancel_trees(instance_ids: list[uuid.UUID], now: datetime | None = None) -> int:
+    """Cancel these instances, if unfinished (ids of none are ignored), and every unfinished
+    descendant of theirs, in the caller's transaction; returns how many. The cascade of a
+    cancelled step that started a child (:meth:`Txn.cancel_below`).
+
+    Each round walks the trees below its roots level by level (``CHILDREN_OF``: one index
+    probe per parent, so the walk costs the size of the trees, finished subtrees included:
+    a child that failed on its own may have unfinished children still) and cancels what is
+    unfinished, in statements of at most ``CASCADE_BATCH`` instances: it locks their
+    unfinished steps deepest first, then cancels them and the instances (and any step a
+    checkpoint added meanwhile). That is the order of a worker checkpointing a child's step
+    (the leaf, its ancestors, then the instance row), so a child finishing at this moment is
+    waited for, not deadlocked with: if its checkpoint commits first, the child stays
+    completed (exactly once: its result goes nowhere, the waiting call step is cancelled),
+    otherwise it finds its step cancelled, is fenced off and rolls back. A child started
+    meanwhile (a call step's insert that this cancel waited for, ``LOCK_CALLING_STEP``) is
+    found by the next round, which walks the subtrees of what the previous one found; the
+    rounds end when one finds nothing.
+
+    Other orders remain (a worker failing a child locks its step, the instance, then the
+    other steps; a race's winner cancels its siblings; a cancel or resume of the child itself
+    locks the instance first): if PostgreSQL picks this cascade as a deadlock's victim, it is
+    rolled back to its savepoint and run again.
+    """
+    return _cascade(list(instance_ids), now or timezone.now(), include_roots=True)
+
+
+def _cascade(roots: list[uuid.UUID], now: datetime, *, include_roots: bool) -> int:
+    attempt = 1
+    while True:
+        try:
+            with transaction.atomic():
+                return _cancel_trees(roots, now, include_roots)
+        except OperationalError as exc:
+            deadlock = isinstance(exc.__cause__, psycopg.errors.DeadlockDetected)
+            if not deadlock or attempt >= CASCADE_ATTEMPTS:
+                raise
+            logger.info("cancel cascade below %s: deadlock (attempt %s); again", roots, attempt)
+            attempt += 1
+
+
+def _cancel_trees(roots: list[uuid.UUID], now: datetime, include_roots: bool) -> int:
+    """The cascade inside its savepoint: round after round until none is found."""
+    total = 0
+    live: list[uuid.UUID] = []
+    if include_roots:
+        with connection.cursor() as cursor:
+            cursor.execute(statements.INSTANCE_STATES, [roots])
+            live = [pk for pk, state in cursor.fetchall() if state in UNFINISHED_INSTANCE]
+    seen = set(roots)
+    while roots:
+        level = roots
+        while level:  # one level of the trees per pass, CASCADE_BATCH parents per statement
+            below = []
+            for first in range(0, len(level), CASCADE_BATCH):
+                with connection.cursor() as cursor:
+                    cursor.execute(statements.CHILDREN_OF, [level[first : first + CASCADE_BATCH]])
+                    for pk, state, _parent in cursor.fetchall():
+                        if pk not in seen:
+                            seen.add(pk)
+                            below.append(pk)
+                            if state in UNFINISHED_INSTANCE:
+                                live.append(pk)
+            level = below
+        for first in range(0, len(live), CASCADE_BATCH):
+            ids = live[first : first + CASCADE_BATCH]
+            with connection.cursor() as cursor:
+                cursor.execute(statements.LOCK_STEPS_DEEPEST_FIRST, [ids])
+                cursor.execute(statements.CANCEL_STEPS_OF, [now, ids])
+                cursor.execute(statements.CANCEL_INSTANCES, [now, ids])
+                cancelled = cursor.fetchall()
+                cursor.execute(statements.CANCEL_STEPS_OF, [now, ids])
+            for pk, hook, _ in cancelled:
+                if hook:
+                    Txn(load_graph(pk), now).call_on_failure("cancelled")
+            total += len(cancelled)
+        roots, live = live, []
+        seen = set(roots)
+    return total

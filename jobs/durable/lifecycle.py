@@ -17,9 +17,10 @@
 * :func:`cancel_where` — cancel every unfinished instance matching a filter, in batches: one
   statement per batch for the instances, one for their steps, the hooks in the same
   transaction.
-* :func:`cancel_descendants` — the cascade of every cancel (``cancel(id)``, the CLI, the
-  admin, :func:`cancel_where`): the unfinished child workflows of the cancelled instances,
-  their children and so on, in the cancel's own transaction.
+* :func:`~jobs.durable.engine.cancel_descendants` (defined in the engine, whose failures
+  run it too) — the cascade of every cancel (``cancel(id)``, the CLI, the admin,
+  :func:`cancel_where`): the unfinished child workflows of the cancelled instances, their
+  children and so on, in the cancel's own transaction.
 """
 
 from __future__ import annotations
@@ -29,13 +30,12 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
-from django.db import OperationalError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.durable import launch, statements
 from jobs.durable.db import decode_json
-from jobs.durable.engine import Txn, _max_attempts, load_graph
+from jobs.durable.engine import Txn, _max_attempts, cancel_descendants, load_graph
 from jobs.durable.errors import DefinitionError, DurableError, InstanceNotFound
 from jobs.durable.kinds import get_kind
 from jobs.durable.kinds.children import child_workflow_id
@@ -53,10 +53,6 @@ logger = logging.getLogger("jobs.durable.lifecycle")
 
 PURGE_BATCH = 500
 CANCEL_BATCH = 500
-# A cascade that loses a deadlock to a worker finishing a child (see cancel_descendants) is
-# rolled back to its savepoint and run again, at most this many times.
-CASCADE_ATTEMPTS = 5
-UNFINISHED = (InstanceStatus.PENDING, InstanceStatus.RUNNING)
 
 
 class NotResumable(DurableError):
@@ -320,81 +316,3 @@ def cancel_where(
                     Txn(load_graph(pk), now).call_on_failure("cancelled")
             cancel_descendants([row[0] for row in cancelled], now)
         total += len(cancelled)
-
-
-# --- the cascade of every cancel --------------------------------------------------------------
-def cancel_descendants(instance_ids: list[uuid.UUID], now: datetime | None = None) -> int:
-    """Cancel every unfinished descendant of these instances — their child workflows
-    (``call``, a fan_out of a sub-workflow), the children's children, and so on — in the
-    caller's transaction; returns how many.
-
-    Every cancel calls it once it has cancelled the instances themselves (``cancel(id)``,
-    :func:`cancel_where`, so the CLI and the admin too): the call steps that wait for the
-    children are cancelled already, so no child's result reaches a cancelled parent.
-
-    Each round walks the trees below its roots level by level (``CHILDREN_OF``: one index
-    probe per parent, so the walk costs the size of the trees, finished subtrees included:
-    a child that failed on its own may have unfinished children still) and cancels what is
-    unfinished, in statements of at most ``CANCEL_BATCH`` instances: it locks their
-    unfinished steps deepest first, then cancels them and the instances (and any step a
-    checkpoint added meanwhile). That is the order of a worker checkpointing a child's step
-    (the leaf, its ancestors, then the instance row), so a child finishing at this moment is
-    waited for, not deadlocked with: if its checkpoint commits first, the child stays
-    completed (exactly once: its result goes nowhere, the waiting call step is cancelled),
-    otherwise it finds its step cancelled, is fenced off and rolls back. A child started
-    meanwhile (a call step's insert that this cancel waited for, ``LOCK_CALLING_STEP``) is
-    found by the next round, which walks the subtrees of what the previous one found; the
-    rounds end when one finds nothing.
-
-    Other orders remain (a worker failing a child locks its step, the instance, then the
-    other steps; a race's winner cancels its siblings; a cancel or resume of the child itself
-    locks the instance first): if PostgreSQL picks this cascade as a deadlock's victim, it is
-    rolled back to its savepoint and run again.
-    """
-    now = now or timezone.now()
-    roots = list(instance_ids)
-    attempt = 1
-    while True:
-        try:
-            with transaction.atomic():
-                return _cancel_trees(roots, now)
-        except OperationalError as exc:
-            deadlock = isinstance(exc.__cause__, psycopg.errors.DeadlockDetected)
-            if not deadlock or attempt >= CASCADE_ATTEMPTS:
-                raise
-            logger.info("cancel cascade below %s: deadlock (attempt %s); again", roots, attempt)
-            attempt += 1
-
-
-def _cancel_trees(roots: list[uuid.UUID], now: datetime) -> int:
-    """cancel_descendants() inside its savepoint: round after round until none is found."""
-    total = 0
-    while roots:
-        live, seen = [], set(roots)
-        level = roots
-        while level:  # one level of the trees per pass, CANCEL_BATCH parents per statement
-            below = []
-            for first in range(0, len(level), CANCEL_BATCH):
-                with connection.cursor() as cursor:
-                    cursor.execute(statements.CHILDREN_OF, [level[first : first + CANCEL_BATCH]])
-                    for pk, state in cursor.fetchall():
-                        if pk not in seen:
-                            seen.add(pk)
-                            below.append(pk)
-                            if state in UNFINISHED:
-                                live.append(pk)
-            level = below
-        for first in range(0, len(live), CANCEL_BATCH):
-            ids = live[first : first + CANCEL_BATCH]
-            with connection.cursor() as cursor:
-                cursor.execute(statements.LOCK_STEPS_DEEPEST_FIRST, [ids])
-                cursor.execute(statements.CANCEL_STEPS_OF, [now, ids])
-                cursor.execute(statements.CANCEL_INSTANCES, [now, ids])
-                cancelled = cursor.fetchall()
-                cursor.execute(statements.CANCEL_STEPS_OF, [now, ids])
-            for pk, hook, _ in cancelled:
-                if hook:
-                    Txn(load_graph(pk), now).call_on_failure("cancelled")
-            total += len(cancelled)
-        roots = live
-    return total

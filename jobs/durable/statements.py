@@ -541,12 +541,14 @@ CANCEL_INSTANCE_STEPS = (
     " WHERE instance_id = %s AND status IN ('ready', 'running')"
 )
 
-# Cancel every unfinished step below a step (a race's losers, a broken loop's body): the
-# LIKE prefix (key || '/%') walks this instance's part of durable_step_key.
+# Cancel every unfinished step below a step (a race's losers, a broken loop's body), and
+# return their ids and kinds (a call step's child is cancelled with it): the LIKE prefix
+# (key || '/%') walks this instance's part of durable_step_key.
 CANCEL_BELOW = (
     f"UPDATE {STEP} SET status = 'cancelled', finished_at = %s,"
     " lease_owner = '', lease_expires_at = NULL"
     " WHERE instance_id = %s AND key LIKE %s AND status IN ('ready', 'running')"
+    " RETURNING id, kind"
 )
 
 # Delete one step and its subtree (a loop's iteration older than its history), by key and
@@ -756,12 +758,15 @@ SQL_STEP_SESSION = (
 NEXT_DUE = f"SELECT min(run_at) FROM {STEP} WHERE status = 'ready' AND run_at > %s"
 
 
-# --- child workflows: the cancel cascade and the start guard (lifecycle, kinds.children) ------
+# --- child workflows: the cancel cascade and the start guard (engine, kinds.children) --------
 # The child workflows of some instances (one level of a cancel's walk down the tree), with
-# their status: durable_inst_parent, one index probe per parent, so a level costs what it
-# holds whatever else the table holds. (A recursive CTE over the same index was planned as a
-# merge join that reads the whole index at every level.)
-CHILDREN_OF = f"SELECT id, status FROM {INSTANCE} WHERE parent_instance_id = ANY(%s::uuid[])"
+# their status and parent: durable_inst_parent, one index probe per parent, so a
+# level costs what it holds whatever else the table holds. (A recursive CTE over the same
+# index was planned as a merge join that reads the whole index at every level.)
+CHILDREN_OF = (
+    f"SELECT id, status, parent_instance_id FROM {INSTANCE}"
+    " WHERE parent_instance_id = ANY(%s::uuid[])"
+)
 
 # A call step creates its child only while it still runs under this attempt's claim: the row
 # is share-locked until the child's insert commits, so a cancel that reaches the step (its
@@ -780,3 +785,7 @@ LOCK_STEPS_DEEPEST_FIRST = (
     f"SELECT id FROM {STEP} WHERE instance_id = ANY(%s) AND status IN ('ready', 'running')"
     " ORDER BY length(key) DESC, id FOR UPDATE"
 )
+
+# The status of some instances (a cancelled call step's child, which may not exist).
+# Primary keys.
+INSTANCE_STATES = f"SELECT id, status FROM {INSTANCE} WHERE id = ANY(%s::uuid[])"

@@ -12,6 +12,7 @@ from jobs.durable import (
     call,
     cancel,
     fan_out,
+    loop,
     purge,
     result,
     resume,
@@ -311,3 +312,138 @@ def test_purging_a_parent_leaves_no_descendant_behind(worker):
     assert purge(older_than=timedelta(minutes=1), now=parent_done + timedelta(minutes=2)) == 1
     assert not Instance.objects.filter(pk__in=tree).exists()
     assert not Step.objects.filter(instance_id__in=tree).exists()
+
+
+# --- a failing parent, a lost race and a Break cascade too ----------------------------------------
+def drain_until(worker, predicate, rounds: int = 400) -> None:
+    """Run steps (call steps poll with short pauses) until ``predicate()`` holds."""
+    for _ in range(rounds):
+        worker.drain()
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("the awaited state was never reached")
+
+
+def waiting(instance) -> bool:
+    """Whether the instance has reached its wait_for_signal step."""
+    return Step.objects.filter(instance=instance, kind="wait_for_signal").exists()
+
+
+def tree_waits(handle, size: int) -> bool:
+    """``size`` descendants below ``handle``, the deepest waiting for a signal."""
+    kids = descendants(handle)
+    return len(kids) == size and waiting(kids[-1])
+
+
+def test_a_failing_parent_cancels_its_live_children_and_grandchildren(worker):
+    child = call(wait_for_signal("go") >> task(S + "record"))
+    # The other branch fails once its signal comes: its attempt is its last.
+    flow = call(child) & (wait_for_signal("fail") >> task(S + "always_fail", max_attempts=1))
+    handle = start(flow, input={})
+    drain_until(worker, lambda: tree_waits(handle, 2))
+    kid, grand = descendants(handle)
+
+    signal(handle, "fail")
+    worker.drain()
+
+    assert status(handle) == "failed"
+    assert "after 1 attempt" in Instance.objects.get(pk=handle).error
+    tree = [Instance.objects.get(pk=pk) for pk in (kid.pk, grand.pk)]
+    assert [(i.status, i.error) for i in tree] == [("cancelled", "cancelled")] * 2
+    assert live_steps(handle, kid.pk, grand.pk) == 0
+    assert worker.drain() == 0
+    assert rows() == []
+
+
+def test_a_parent_failed_by_a_child_cancels_the_other_fan_out_children(worker):
+    per_chunk = task(L + "sum_input").as_("s") >> wait_for_signal("go") >> task(L + "s_plus_one")
+    flow = task(S + "input_items").as_("xs") >> fan_out(per_chunk, over="xs", chunk=2)
+    handle = start(flow, input={"items": [1, 2, 3, 4, 5]})
+    drain_until(
+        worker, lambda: len(descendants(handle)) == 3 and all(map(waiting, descendants(handle)))
+    )
+    kids = [k.pk for k in descendants(handle)]
+
+    cancel(kids[0])  # its call step fails the fan-out, which fails the parent
+    drain_until(worker, lambda: status(handle) == "failed")
+
+    assert [status(k) for k in kids] == ["cancelled"] * 3
+    assert live_steps(handle, *kids) == 0
+
+    # Resume reattaches: the failed call step and its cancelled siblings reopen, and the same
+    # three children are resumed from their checkpoints (their waits), not started again.
+    resume(handle)
+    assert [k.pk for k in descendants(handle)] == kids
+    assert [status(k) for k in [handle, *kids]] == ["running"] * 4
+    for kid in kids:
+        signal(kid, "go")
+    drain_until_done(worker, handle)
+    assert result(handle) == [1 + 2 + 1, 3 + 4 + 1, 5 + 1]
+    assert Step.objects.filter(instance__in=kids, node_id=2, status="completed").count() == 3
+
+
+def test_resume_after_a_parent_failed_resumes_its_cancelled_children(worker, bug):
+    child = call(task(L + "first") >> wait_for_signal("go") >> task(L + "third"))
+    flow = call(child) & (wait_for_signal("fail") >> task(L + "buggy"))
+    handle = start(flow, input={"x": 1})
+    drain_until(worker, lambda: tree_waits(handle, 2))
+    kid, grand = descendants(handle)
+    signal(handle, "fail")
+    worker.drain()
+    assert [status(pk) for pk in (handle, kid.pk, grand.pk)] == ["failed", "cancelled", "cancelled"]
+    bug["buggy"] = False  # the fix is deployed
+
+    resume(handle)
+
+    # The failed step reruns; the cancelled call steps find the same children, resumed with
+    # the parent down the tree (the grandchild's wait reopened, its signal still to come).
+    assert [k.pk for k in descendants(handle)] == [kid.pk, grand.pk]
+    assert [status(pk) for pk in (handle, kid.pk, grand.pk)] == ["running"] * 3
+    signal(grand.pk, "go")
+    drain_until_done(worker, handle)
+    assert result(handle) == ["third", "fixed"]
+    assert sorted(r[1] for r in rows()) == ["buggy", "first", "third"]  # each ran once
+
+
+def test_a_call_step_that_loses_a_race_has_its_children_cancelled(worker):
+    flow = call(call(wait_for_signal("go") >> task(S + "record"))) | (
+        wait_for_signal("stop") >> task(S + "number")
+    )
+    handle = start(flow, input={"n": 5})
+    drain_until(worker, lambda: tree_waits(handle, 2))
+    kid, grand = descendants(handle)
+    # The call step is claimed (running, polling its child) when the other branch wins.
+    polling = claim_step_of(worker, lambda step: step.instance_id == handle)
+    assert polling.kind == "call"
+
+    signal(handle, "stop")
+    drain_until_done(worker, handle)
+
+    assert result(handle) == 5
+    assert [status(pk) for pk in (kid.pk, grand.pk)] == ["cancelled", "cancelled"]
+    assert live_steps(kid.pk, grand.pk) == 0
+    assert worker.execute(polling) == "fenced"
+    assert Step.objects.get(pk=polling.id).status == "cancelled"
+    assert worker.drain() == 0
+    assert rows() == []
+
+
+def test_a_break_cancels_the_call_step_in_the_loop_body_and_its_child(worker):
+    body = call(wait_for_signal("go") >> task(S + "record")) & (
+        wait_for_signal("stop") >> task(S + "count")
+    )
+    handle = start(loop(body), input={"stop": 1})
+    drain_until(worker, lambda: tree_waits(handle, 1))
+    (kid,) = descendants(handle)
+    call_step = Step.objects.get(instance=handle, kind="call")
+    assert call_step.status in ("ready", "running")
+
+    signal(handle, "stop")
+    drain_until_done(worker, handle)
+
+    assert result(handle) == {"stopped_at": 1}
+    assert Step.objects.get(pk=call_step.pk).status == "cancelled"
+    assert status(kid.pk) == "cancelled" and live_steps(kid.pk) == 0
+    assert worker.drain() == 0
+    assert [r[1] for r in rows()] == ["count"]

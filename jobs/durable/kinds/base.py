@@ -19,6 +19,10 @@ The engine (:mod:`jobs.durable.engine`) and the worker only ever call these hook
     A step below this one raised ``Break(value)``: end here (True) or let it go further up.
 ``describe(node)``
     A short label for explain(), errors and the admin.
+``child_instance(instance_id, step_id)``  (``starts_instances`` kinds only)
+    The instance a step of this kind starts (a child workflow): whatever cancels or fails
+    the step's instance, or cancels the step itself (a race, a ``Break``), cancels that
+    instance and its descendants too.
 
 To add a kind: subclass :class:`Kind` in a module of this package, set ``name``, decorate with
 :func:`register`, import the module in the package's ``__init__``, and add the matching Node
@@ -27,6 +31,7 @@ class in :mod:`jobs.durable.graph`.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -77,6 +82,8 @@ class Kind:
     transactional: ClassVar[bool] = True
     # A leaf whose ready step waits for a time or a signal rather than for a worker.
     waits: ClassVar[bool] = False
+    # A leaf whose step starts an instance of its own (``child_instance``).
+    starts_instances: ClassVar[bool] = False
 
     def activate(
         self,
@@ -132,6 +139,11 @@ class Kind:
         done, as soon as that child completes (lets the engine finish a workflow whose root
         is this node in one statement: the child, this step and the instance)."""
         return False
+
+    def child_instance(self, instance_id: uuid.UUID, step_id: int) -> uuid.UUID | None:
+        """The primary key of the instance a step of this kind starts, if it may start one
+        (``starts_instances``); the instance need not exist (yet)."""
+        return None
 
     def follows(self, node: dict[str, Any], child_node_id: int) -> dict[str, Any] | None:
         """The child this composite activates, with nothing else done, when the given child

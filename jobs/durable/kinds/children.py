@@ -13,10 +13,12 @@ Exactly one child per step: its workflow id is derived from the parent step
 back to waiting finds that child again instead of starting another (the id is the child's
 primary key). The child copies the parent's owner, queue and priority and records its parent
 (``parent_instance``, ``parent_step_id``): purging the parent purges it too (``ON DELETE
-CASCADE``).
+CASCADE``), and a purge never takes a child on its own (:func:`jobs.durable.lifecycle.purge`).
 
-Cancelling the parent cancels its unfinished children and theirs, in the same transaction
-(:func:`jobs.durable.lifecycle.cancel_descendants`). The child is created in a transaction
+Cancelling the parent, or its failing, cancels its unfinished children and theirs, in the
+same transaction (:func:`jobs.durable.engine.cancel_descendants`); so does cancelling the
+call step alone (a race it loses, a loop's ``Break``: :meth:`CallKind.child_instance` names
+the step's child). The child is created in a transaction
 that first share-locks the calling step, still running under this attempt's claim
 (``LOCK_CALLING_STEP``): a cancel that reaches the step either waits for the child's insert,
 and its cascade then finds the child, or came first, and no child starts. Resuming the
@@ -29,6 +31,7 @@ How a child is created is the launcher's business (:mod:`jobs.durable.launch`, w
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +63,7 @@ class CallKind(Kind):
     name = "call"
     leaf = True
     transactional = False
+    starts_instances = True
 
     def check(self, node: dict[str, Any]) -> None:
         if not isinstance(node.get("graph"), dict):
@@ -97,6 +101,9 @@ class CallKind(Kind):
         if status in ("failed", "cancelled"):
             raise PermanentError(f"child workflow {workflow_id} {status}: {error}")
         raise RetryLater("child workflow unfinished", poll_delay(ctx.attempt), counts=False)
+
+    def child_instance(self, instance_id: Any, step_id: int) -> uuid.UUID:
+        return instance_pk_for(child_workflow_id(instance_id, step_id))
 
     def describe(self, node: dict[str, Any]) -> str:
         label = "call (child workflow)"
