@@ -12,8 +12,9 @@
   key the original completed before that step was activated is checkpointed at once with the
   original's output, so the graph advances through the kinds' own logic (counters, joins,
   named results) until it reaches that step, which runs anew.
-* :func:`purge` — delete finished instances (their steps, signals and child instances go
-  with them: ``ON DELETE CASCADE`` in the database), in batches of short transactions.
+* :func:`purge` — delete whole finished trees: root instances (their steps, signals and
+  child instances go with them: ``ON DELETE CASCADE`` in the database), never a child alone,
+  in batches of short transactions.
 * :func:`cancel_where` — cancel every unfinished instance matching a filter, in batches: one
   statement per batch for the instances, one for their steps, the hooks in the same
   transaction.
@@ -225,10 +226,16 @@ def purge(
     now: datetime | None = None,
     max_batches: int | None = None,
 ) -> int:
-    """Delete instances that finished more than ``older_than`` ago (only those of ``status``,
-    a finished status or a list of them, if given), ``batch`` rows per short transaction;
-    steps, signals and child instances go with them. ``max_batches`` bounds the batches of
-    this call (the retention sweep: the rest goes next time). Returns how many went."""
+    """Delete whole trees of instances whose root finished more than ``older_than`` ago
+    (only roots of ``status``, a finished status or a list of them, if given), ``batch``
+    roots per short transaction; returns how many roots went.
+
+    A root is an instance no workflow called; its child workflows (and theirs) go with it,
+    with every step and signal (``ON DELETE CASCADE``), whatever their own status or age. A
+    child is never purged on its own: its parent may still be waiting for its result, or be
+    resumed and find it again. A root whose tree still holds an unfinished instance (a child
+    resumed on its own) is kept. ``max_batches`` bounds the batches of this call (the
+    retention sweep: the rest goes next time)."""
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError("older_than must be a timedelta >= 0")
     statuses = list(INSTANCE_FINISHED) if status is None else (
@@ -245,17 +252,48 @@ def purge(
     cutoff = (now or timezone.now()) - older_than
     total = 0
     batches = 0
+    kept: list[uuid.UUID] = []
     while max_batches is None or batches < max_batches:
         batches += 1
         # Each batch is its own transaction, so no lock outlives one batch.
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(statements.purge_sql(batch), [cutoff, statuses])
-            deleted = cursor.rowcount
-        total += deleted
-        # Until a batch finds nothing: a short batch may only have skipped locked rows.
-        if deleted == 0:
-            return total
+            cursor.execute(statements.purge_sql(batch), [cutoff, statuses, kept])
+            roots = [row[0] for row in cursor.fetchall()]
+            # Until a batch finds nothing: a short batch may only have skipped locked rows.
+            if not roots:
+                return total
+            live = _trees_with_unfinished(roots)
+            if live:
+                logger.info("purge keeps %d tree(s) with an unfinished instance", len(live))
+                kept += live
+            doomed = [pk for pk in roots if pk not in live]
+            if doomed:
+                cursor.execute(statements.PURGE, [doomed])
+                total += cursor.rowcount
     return total
+
+
+def _trees_with_unfinished(roots: list[uuid.UUID]) -> set[uuid.UUID]:
+    """The roots whose trees hold an unfinished descendant: a walk down ``parent_instance``
+    level by level (``CHILDREN_OF``, one index probe per parent: a batch of roots without
+    children costs one statement)."""
+    root_of = {pk: pk for pk in roots}
+    live: set[uuid.UUID] = set()
+    level = list(roots)
+    while level:
+        below = []
+        for first in range(0, len(level), PURGE_BATCH):
+            with connection.cursor() as cursor:
+                cursor.execute(statements.CHILDREN_OF, [level[first : first + PURGE_BATCH]])
+                for pk, state, parent in cursor.fetchall():
+                    if pk in root_of:
+                        continue
+                    root_of[pk] = root_of[parent]
+                    if state not in INSTANCE_FINISHED:
+                        live.add(root_of[pk])
+                    below.append(pk)
+        level = below
+    return live
 
 
 # --- cancel by filter -------------------------------------------------------------------------

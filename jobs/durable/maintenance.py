@@ -4,7 +4,8 @@ starts the due slots of periodic workflows and applies the retention setting.
 Retention: ``settings.ACURIO_DURABLE_RETENTION_DAYS`` (unset or 0: keep everything) — finished
 instances older than that are purged in batches (:func:`jobs.durable.lifecycle.purge`), at most
 ``ACURIO_DURABLE_RETENTION_BATCHES`` batches per call so a tick never runs long; what is left
-goes at the next tick.
+goes at the next tick. Whole trees only: a root instance with its child workflows, never a
+child whose parent is kept.
 """
 
 from __future__ import annotations

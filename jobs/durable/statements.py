@@ -654,20 +654,27 @@ CLAIM_FOR_REPLAY = (
     " WHERE id = %s AND status = 'ready' RETURNING attempts"
 )
 
-# Delete one batch of instances that finished before a cutoff, oldest first; their steps and
-# signals (and child instances) go by ON DELETE CASCADE. Rows locked by another transaction
-# (a purge running elsewhere) are skipped. durable_inst_finished; the cascades walk
-# durable_step_key and durable_inst_parent. The LIMIT is written into the text (purge_sql).
-_PURGE = (
-    f"DELETE FROM {INSTANCE} WHERE id IN (SELECT id FROM {INSTANCE}"
-    " WHERE finished_at < %s AND status = ANY(%s) ORDER BY finished_at"
-    " LIMIT {limit:d} FOR UPDATE SKIP LOCKED)"
+# One batch of a purge's candidates, locked: root instances (no parent: a child workflow
+# goes with its root's tree, never alone) that finished before a cutoff with one of the
+# statuses, oldest first. Rows locked by another transaction (a purge running elsewhere) are
+# skipped, and so are the roots this purge kept already (a tree with an unfinished instance).
+# durable_inst_finished. The LIMIT is written into the text (purge_sql).
+_PURGE_ROOTS = (
+    f"SELECT id FROM {INSTANCE} WHERE finished_at < %s AND status = ANY(%s)"
+    " AND parent_instance_id IS NULL AND id <> ALL(%s::uuid[]) ORDER BY finished_at"
+    " LIMIT {limit:d} FOR UPDATE SKIP LOCKED"
 )
 
 
 @functools.cache
 def purge_sql(batch: int) -> str:
-    return _PURGE.format(limit=int(batch))
+    return _PURGE_ROOTS.format(limit=int(batch))
+
+
+# Delete a batch of purged roots (locked by _PURGE_ROOTS); their steps, signals and
+# descendants go by ON DELETE CASCADE. Primary keys; the cascades walk durable_step_key and
+# durable_inst_parent.
+PURGE = f"DELETE FROM {INSTANCE} WHERE id = ANY(%s::uuid[])"
 
 
 # Cancel a batch of unfinished instances (locked by the caller) and return the ids and hooks
@@ -759,8 +766,8 @@ NEXT_DUE = f"SELECT min(run_at) FROM {STEP} WHERE status = 'ready' AND run_at > 
 
 
 # --- child workflows: the cancel cascade and the start guard (engine, kinds.children) --------
-# The child workflows of some instances (one level of a cancel's walk down the tree), with
-# their status and parent: durable_inst_parent, one index probe per parent, so a
+# The child workflows of some instances (one level of a cancel's or a purge's walk down the
+# tree), with their status and parent: durable_inst_parent, one index probe per parent, so a
 # level costs what it holds whatever else the table holds. (A recursive CTE over the same
 # index was planned as a merge join that reads the whole index at every level.)
 CHILDREN_OF = (

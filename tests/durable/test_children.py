@@ -314,7 +314,7 @@ def test_purging_a_parent_leaves_no_descendant_behind(worker):
     assert not Step.objects.filter(instance_id__in=tree).exists()
 
 
-# --- a failing parent, a lost race and a Break cascade too ----------------------------------------
+# --- a failing parent, a lost race and a Break cascade too; purge takes whole trees ---------------
 def drain_until(worker, predicate, rounds: int = 400) -> None:
     """Run steps (call steps poll with short pauses) until ``predicate()`` holds."""
     for _ in range(rounds):
@@ -447,3 +447,58 @@ def test_a_break_cancels_the_call_step_in_the_loop_body_and_its_child(worker):
     assert status(kid.pk) == "cancelled" and live_steps(kid.pk) == 0
     assert worker.drain() == 0
     assert [r[1] for r in rows()] == ["count"]
+
+
+def test_purge_never_takes_a_finished_child_whose_parent_still_waits_for_it(
+    worker, clock, settings
+):
+    from datetime import timedelta
+
+    from jobs.durable import maintain
+
+    handle = start(call(task(S + "record")).as_("n") >> task(S + "plus_one"), input={})
+    worker.drain()  # the child runs and completes; the call step polls it later (time stands)
+    (kid,) = descendants(handle)
+    assert (status(handle), status(kid.pk)) == ("running", "completed")
+    later = kid.finished_at + timedelta(days=40)
+
+    assert purge(older_than=timedelta(days=30), now=later) == 0
+    settings.ACURIO_DURABLE_RETENTION_DAYS = 30
+    assert maintain(now=later)["purged"] == 0
+    assert Instance.objects.filter(pk=kid.pk).exists()
+
+    clock.shift(5)
+    drain_until_done(worker, handle)
+    # The call step read the child's result: no second child, its step ran once.
+    (step_id,) = [r[1] for r in rows()]
+    assert result(handle) == int(step_id.removeprefix("step")) + 1
+    assert [k.pk for k in descendants(handle)] == [kid.pk]
+
+
+def test_purge_deletes_whole_trees_and_keeps_one_that_still_runs(worker):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    done = start(call(call(task(S + "number"), input_from="input"), input_from="input"),
+                 input={"n": 1})  # fmt: skip
+    drain_until_done(worker, done)
+    alone = start(task(S + "number"), input={"n": 2})
+    worker.drain()
+    assert status(alone) == "completed"
+    # A tree whose child was resumed on its own after its parent was cancelled.
+    still = start(call(wait_for_signal("go") >> task(S + "record")), input={})
+    drain_until(worker, lambda: tree_waits(still, 1))
+    (resumed,) = descendants(still)
+    cancel(still)
+    resume(resumed.pk)
+    assert status(still) == "cancelled" and status(resumed.pk) in ("pending", "running")
+    old = timezone.now() - timedelta(days=40)
+    Instance.objects.filter(finished_at__isnull=False).update(finished_at=old)
+    Instance.objects.filter(pk=still).update(finished_at=old - timedelta(days=1))  # oldest
+
+    # One root per batch: the kept tree comes first, and the batches after it go on.
+    assert purge(older_than=timedelta(days=30), batch=1) == 2  # the roots: done, alone
+
+    assert set(Instance.objects.values_list("pk", flat=True)) == {still, resumed.pk}
+    assert not Step.objects.exclude(instance__in=[still, resumed.pk]).exists()
