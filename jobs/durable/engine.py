@@ -430,6 +430,22 @@ class Txn:
             # says: the general path decides what, if anything, comes next.
             self.advance(step, output)
             return
+        self.inserted_next(step, node, next_id, next_key, status, due)
+
+    def inserted_next(
+        self,
+        step: StepRow,
+        node: dict[str, Any],
+        next_id: int,
+        next_key: str,
+        status: str,
+        due: bool,
+    ) -> None:
+        """A checkpoint statement inserted ``node``, the task/sql step that follows ``step``
+        in its sequence, as ``status`` (:meth:`_claim_on_insert`): a step claimed on insert
+        (``running``, attempt 1) is the one this transaction chained; one ``due`` for any
+        worker makes it send a NOTIFY."""
+        chained = status == "running"
         row = StepRow(
             next_id,
             step.instance_id,
@@ -439,12 +455,12 @@ class Txn:
             node["kind"],
             node.get("name", ""),
             status,
-            attempts,
+            1 if chained else 0,
             _max_attempts(node),
             None,
             None,
         )
-        if owner:
+        if chained:
             self.chained = row
         if due:
             self.notify = True
@@ -654,25 +670,9 @@ def checkpoint_group(rows: list[dict[str, Any]], now: datetime, owner: str, leas
             continue
         if next_id is None:
             return False  # the parent stopped: the general path decides
-        txn, step, node = row["txn"], row["step"], row["node"]
-        chained = row["status"] == "running"
-        next_row = StepRow(
-            next_id,
-            step.instance_id,
-            step.parent_id,
-            next_key,
-            node["id"],
-            node["kind"],
-            node.get("name", ""),
-            row["status"],
-            1 if chained else 0,
-            _max_attempts(node),
-            None,
-            None,
+        row["txn"].inserted_next(
+            row["step"], row["node"], next_id, next_key, row["status"], row.get("due", False)
         )
-        txn.chained = next_row if chained else None
-        if row.get("due"):
-            txn.notify = True
     return True
 
 
