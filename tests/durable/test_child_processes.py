@@ -1,7 +1,7 @@
 """Cancelling a parent while its child workflows run in a real worker process: the children
 and grandchildren are cancelled in the cancel's transaction, a running step stops (an isolated
 one is killed) or its checkpoint is fenced off, and a child finishing at that very moment is
-handled once, without an error."""
+handled once, without an error. A parent that fails in the worker does the same."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import subprocess
 import pytest
 from django.db import connection
 
-from jobs.durable import call, cancel, start, status, task
+from jobs.durable import call, cancel, start, status, task, wait_for_signal
+from jobs.durable import signal as send_signal
 from jobs.durable.models import Instance, Step
 from tests.durable.support import rows, spawn_worker, wait_for
 
@@ -33,8 +34,8 @@ def worker_process():
     class Handle:
         log = ""
 
-        def start(self) -> None:
-            procs.append(spawn_worker("--poll-interval", "0.2"))
+        def start(self, *args: str) -> None:
+            procs.append(spawn_worker("--poll-interval", "0.2", *args))
 
         def stop(self) -> str:
             proc = procs.pop()
@@ -167,3 +168,31 @@ def test_a_child_finishing_while_its_parent_is_cancelled_counts_once(
     assert Instance.objects.get(pk=handle).result is None
     log = worker_process.stop()
     assert "deadlock" not in log and "Traceback" not in log
+
+
+def test_a_parent_failing_in_a_worker_process_fences_its_childs_running_step(worker_process):
+    child = task(C + "linger") >> task(C + "done")
+    flow = call(child) & (wait_for_signal("fail") >> task(S + "permanent"))
+    handle = start(flow, input={"linger": 5})
+    worker_process.start("--concurrency", "2")  # one thread lingers, the other fails
+    wait_for(
+        lambda: Step.objects.filter(
+            instance__in=below(handle, 1), name="", kind="task", status="running"
+        ).exists(),
+        what="the child's step to run",
+    )
+    (child_row,) = below(handle, 1)
+
+    send_signal(handle, "fail")
+    wait_for(lambda: status(handle) == "failed", timeout=30, what="the parent to fail")
+
+    # Cancelled in the failing step's transaction: the child, and every step of it.
+    assert statuses(child_row.pk) == ["cancelled"]
+    assert not Step.objects.filter(
+        instance__in=[handle, child_row.pk], status__in=("ready", "running")
+    ).exists()
+    log = worker_process.stop()  # lets the lingering step end: its checkpoint is fenced off
+    assert rows() == []
+    linger = Step.objects.get(instance=child_row.pk, kind="task")
+    assert (linger.status, linger.attempts) == ("cancelled", 1)
+    assert "lost its claim; rolled back" in log and "Traceback" not in log
