@@ -172,7 +172,8 @@ class Transitions(Protocol):
         ...
 
     def cancel_below(self, step: StepRow) -> int:
-        """Cancel every unfinished step under ``step`` (a race's losers, a loop's body)."""
+        """Cancel every unfinished step under ``step`` (a race's losers, a loop's body), and
+        the child workflows those steps started."""
         ...
 
     def delete_below(self, step: StepRow, key: str) -> None:
