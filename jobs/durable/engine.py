@@ -552,7 +552,7 @@ class Txn:
         started = [
             pk
             for step_id, kind in cancelled
-            if (pk := get_kind(kind).child_instance(step.instance_id, step_id)) is not None
+            if (pk := _child_instance(kind, step.instance_id, step_id)) is not None
         ]
         if started:
             cancel_trees(started, self.now)
@@ -678,8 +678,23 @@ def checkpoint_group(rows: list[dict[str, Any]], now: datetime, owner: str, leas
 
 # --- the cascade to child workflows -----------------------------------------------------------
 def starts_instances(graph: Graph) -> bool:
-    """Whether any node of the graph may start an instance of its own (a ``call``)."""
-    return any(get_kind(node["kind"]).starts_instances for node in graph.nodes.values())
+    """Whether any node of the graph may start an instance of its own (a ``call``); a kind
+    this process does not know (a graph stored by a newer release) may."""
+    for node in graph.nodes.values():
+        try:
+            if get_kind(node["kind"]).starts_instances:
+                return True
+        except DurableError:
+            return True
+    return False
+
+
+def _child_instance(kind: str, instance_id: uuid.UUID, step_id: int) -> uuid.UUID | None:
+    """The instance a step of this kind started, if any (none for a kind unknown here)."""
+    try:
+        return get_kind(kind).child_instance(instance_id, step_id)
+    except DurableError:
+        return None
 
 
 def cancel_descendants(instance_ids: list[uuid.UUID], now: datetime | None = None) -> int:

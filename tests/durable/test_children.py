@@ -502,3 +502,21 @@ def test_purge_deletes_whole_trees_and_keeps_one_that_still_runs(worker):
 
     assert set(Instance.objects.values_list("pk", flat=True)) == {still, resumed.pk}
     assert not Step.objects.exclude(instance__in=[still, resumed.pk]).exists()
+
+
+def test_an_instance_whose_graph_has_a_kind_unknown_here_still_cancels_with_its_children(worker):
+    from jobs.durable.engine import clear_graph_cache
+
+    handle = start(wait_for_signal("later") & call(wait_for_signal("go")), input={})
+    drain_until(worker, lambda: tree_waits(handle, 1))
+    (kid,) = descendants(handle)
+    # As a graph stored by a newer release reads to an older process (a rolling deploy).
+    spec = Instance.objects.get(pk=handle).graph
+    later = next(c for c in spec["children"] if c["kind"] == "wait_for_signal")
+    later["kind"] = "from_the_future"
+    Instance.objects.filter(pk=handle).update(graph=spec)
+    clear_graph_cache()
+
+    assert cancel(handle) is True
+
+    assert (status(handle), status(kid.pk)) == ("cancelled", "cancelled")
