@@ -275,8 +275,9 @@ def purge(
 
 def _trees_with_unfinished(roots: list[uuid.UUID]) -> set[uuid.UUID]:
     """The roots whose trees hold an unfinished descendant: a walk down ``parent_instance``
-    level by level (``CHILDREN_OF``, one index probe per parent: a batch of roots without
-    children costs one statement)."""
+    level by level (``CHILDREN_OF_SHARED``, one index probe per parent: a batch of roots
+    without children costs one statement), share-locking the descendants until the batch
+    ends, so none is resumed between this look and the delete."""
     root_of = {pk: pk for pk in roots}
     live: set[uuid.UUID] = set()
     level = list(roots)
@@ -284,7 +285,7 @@ def _trees_with_unfinished(roots: list[uuid.UUID]) -> set[uuid.UUID]:
         below = []
         for first in range(0, len(level), PURGE_BATCH):
             with connection.cursor() as cursor:
-                cursor.execute(statements.CHILDREN_OF, [level[first : first + PURGE_BATCH]])
+                cursor.execute(statements.CHILDREN_OF_SHARED, [level[first : first + PURGE_BATCH]])
                 for pk, state, parent in cursor.fetchall():
                     if pk in root_of:
                         continue

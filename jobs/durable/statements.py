@@ -796,3 +796,8 @@ LOCK_STEPS_DEEPEST_FIRST = (
 # The status of some instances (a cancelled call step's child, which may not exist).
 # Primary keys.
 INSTANCE_STATES = f"SELECT id, status FROM {INSTANCE} WHERE id = ANY(%s::uuid[])"
+
+# CHILDREN_OF for a purge's walk of the trees it is about to delete: each child is
+# share-locked, so a resume of it waits for the purge to end (and finds it gone), and one
+# that committed first is read as it is now (running: its tree is kept).
+CHILDREN_OF_SHARED = CHILDREN_OF + " FOR SHARE"

@@ -520,3 +520,59 @@ def test_an_instance_whose_graph_has_a_kind_unknown_here_still_cancels_with_its_
     assert cancel(handle) is True
 
     assert (status(handle), status(kid.pk)) == ("cancelled", "cancelled")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_child_resumed_while_its_tree_is_purged_keeps_the_tree(worker):
+    import threading
+    from datetime import timedelta
+
+    from django.db import connection, connections, transaction
+    from django.utils import timezone
+
+    from tests.durable.support import wait_for
+
+    still = start(call(wait_for_signal("go") >> task(S + "record")), input={})
+    drain_until(worker, lambda: tree_waits(still, 1))
+    (kid,) = descendants(still)
+    cancel(still)
+    Instance.objects.update(finished_at=timezone.now() - timedelta(days=40))
+    resumed, release, purged = threading.Event(), threading.Event(), []
+
+    def resume_and_hold() -> None:
+        try:
+            with transaction.atomic():
+                resume(kid.pk)
+                resumed.set()
+                release.wait(30)
+        finally:
+            connections["default"].close()
+
+    def purging() -> None:
+        try:
+            purged.append(purge(older_than=timedelta(days=30)))
+        finally:
+            connections["default"].close()
+
+    def purge_waits() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'"
+            )
+            return cursor.fetchone() is not None
+
+    holder = threading.Thread(target=resume_and_hold)
+    holder.start()
+    assert resumed.wait(30)
+    purger = threading.Thread(target=purging)
+    purger.start()
+    wait_for(purge_waits, timeout=30, what="the purge to wait for the resumed child")
+    release.set()
+    holder.join()
+    purger.join()
+
+    # The purge read the child as the resume left it (unfinished): the whole tree is kept.
+    assert purged == [0]
+    assert Instance.objects.filter(pk=still).exists()
+    assert status(kid.pk) in ("pending", "running")
