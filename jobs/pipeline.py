@@ -363,11 +363,13 @@ def parse_bounded(html: str, *, max_citations: int, max_entries: int) -> dict:
     entry's names: 20,000 entries and 60,000 markers took a minute before this check).
     """
     blocks = html_blocks(html)
+    dated = None
     if max_entries:
-        # One reading of the list (a tenth of the parse's time); the other is checked below.
-        entries = len(parse_references(blocks, numbered=False)[0])
-        if entries > max_entries:
-            raise _too_many_entries(entries, max_entries)
+        # One reading of the list (a tenth of the parse's time), which the parse reuses; the
+        # other reading is checked below.
+        dated = parse_references(blocks, numbered=False)
+        if len(dated[0]) > max_entries:
+            raise _too_many_entries(len(dated[0]), max_entries)
     if max_citations:
         # A cheap count of marker-like groups first: finding 100,000 markers costs a gigabyte
         # before any of them could be counted. Past half again the limit, the document is
@@ -377,7 +379,7 @@ def parse_bounded(html: str, *, max_citations: int, max_entries: int) -> dict:
             raise analysis.AnalysisInputError(
                 f"This document has about {rough:,} citations; the limit is {max_citations:,}."
             )
-    parsed = parse_blocks(blocks)
+    parsed = parse_blocks(blocks, dated)
     if max_entries and len(parsed.references) > max_entries:
         raise _too_many_entries(len(parsed.references), max_entries)
     if max_citations and len(parsed.citations) > max_citations:

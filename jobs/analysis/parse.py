@@ -48,17 +48,25 @@ class ParsedDocument:
         )
 
 
-def parse_blocks(blocks: list[Block]) -> ParsedDocument:
+def parse_blocks(
+    blocks: list[Block],
+    dated_references: tuple[list[Reference], tuple[int, int] | None] | None = None,
+) -> ParsedDocument:
     """Style, citations and entries of a document's blocks.
 
     Both marker families are read, author-date and numbered, and the reference list decides
     between them: the family whose keys name more entries of the list wins, so a wrong first
     guess of the style never erases the markers. The style's name within the family (APA or
     Harvard, IEEE or Vancouver) changes no verdict.
+
+    ``dated_references`` is ``parse_references(blocks, numbered=False)`` when the caller has
+    read it already (the pipeline counts the entries first); it is not read twice then.
     """
     # Entries are parsed as author-date first; list-item ordinals count as entry numbers only
     # for the numbered reading.
-    refs, section = parse_references(blocks, numbered=False)
+    if dated_references is None:
+        dated_references = parse_references(blocks, numbered=False)
+    refs, section = dated_references
     style = detect_style(body_blocks(blocks, section), refs)
     num_refs, num_section = parse_references(blocks, numbered=True)
     if style in NUMERIC:

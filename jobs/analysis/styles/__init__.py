@@ -17,8 +17,10 @@ from .base import YEAR, Entry, EntryLike, Style
 # A cited name in the style counts below: it starts where no letter precedes it and has at
 # most 60 more characters. Unbounded, a long word (or "Aa-Aa-...") is tried from each of its
 # letters, each try running to its end: quadratic, and a 1,000,000-letter word took hours.
+# Possessive: a space, a comma or "et al." follows the name, never a letter of it, so giving
+# letters back can never match (the same matches, a third less time).
 _NAME_START = r"(?<![^\W\d_])"
-_SHORT_NAME = r"[^\W\d_](?:[^\W\d]|['\u2019\-]){0,60}"
+_SHORT_NAME = r"[^\W\d_](?:[^\W\d]|['\u2019\-]){0,60}+"
 
 _MODULES = (apa, harvard, german, chicago, ieee, vancouver)
 REGISTRY: dict[str, Style] = {m.STYLE.name: m.STYLE for m in _MODULES}
