@@ -27,6 +27,7 @@ recover (``INTERNAL``), and an operator's cancel (``CANCELLED``).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -35,7 +36,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs import analysis
@@ -48,11 +49,18 @@ from jobs.models import AnalysisJob, FailureKind, JobCitation, JobStatus
 
 logger = logging.getLogger("jobs.pipeline")
 
-# Citations per fan-out child. A child's fixed cost (claim, loading the "parsed" checkpoint it
-# verifies against, checkpoint) is ~100 ms on a loaded 2-core machine, while verifying one
-# citation takes ~0.2 ms: 200 keeps that overhead small and still splits a 300-page thesis
-# (~2,000 citations) into ten pieces for whichever workers are free (bench/web_pipeline.py).
-VERIFY_CHUNK = 200
+# Citations per fan-out child. Why a fan-out at all: its chunks run on whichever worker
+# threads are free (in parallel, each in a child process of its own), a failed chunk retries
+# only its piece, and a chunk is a short step, so another thesis's next step never waits
+# long behind it. Why this size: a child's fixed cost (claim, loading the "parsed" checkpoint
+# it verifies against, forking the isolated child, checkpoint) is 25-50 ms of worker time
+# (60-130 ms wall on a loaded 2-core machine), while verifying one citation takes ~0.04 ms
+# (0.1 ms loaded). At 200, a 300-page thesis (~1,900 citations) was ten chunks whose overhead
+# was ten times the verifying itself (0.9-1.2 s of a 4.4 s analysis with one worker thread);
+# at 1,000 it is two chunks (~0.2 s), still two pieces for two free threads, each chunk
+# still far shorter than the thesis's extract step, and a document at the citation limit
+# (20,000) still twenty pieces (BENCHMARKS.md, upload → report).
+VERIFY_CHUNK = 1000
 ON_FAILURE = "jobs.pipeline.on_failure"
 # What verify adds to a citation; the rest of it is already in the "parsed" checkpoint.
 VERDICT_FIELDS = ("verdict", "references", "reason")
@@ -397,8 +405,13 @@ def _too_many_entries(entries: int, limit: int) -> analysis.AnalysisInputError:
 
 
 def plan(ctx) -> list[int]:
-    """The positions of the citations, the list the verify fan-out is cut from."""
-    return list(range(len(ctx["parsed"]["citations"])))
+    """The positions of the citations, the list the verify fan-out is cut from.
+
+    Their count is the job's ``progress_total``, which ``parse`` wrote in its checkpoint's
+    transaction: one small read instead of loading and decoding the whole "parsed"
+    checkpoint (half a megabyte for 300 pages) for its length.
+    """
+    return list(range(_alive_job(_job_id(ctx), "progress_total").progress_total))
 
 
 def verify(ctx) -> list[dict]:
@@ -468,24 +481,45 @@ def finalize(ctx) -> dict:
     for citation in report["citations"]:
         if not citation.get("context"):
             citation.pop("context", None)  # dropped at parse (see there)
-    citations = [
-        JobCitation(
-            job_id=job_id,
-            index=index,
-            text=citation["text"],
-            keys=citation.get("keys", []),
-            verdict=citation["verdict"],
-            reason=citation.get("reason", ""),
-            references=citation.get("references", []),
-        )
-        for index, citation in enumerate(report["citations"])
-    ]
     # A retried finalize starts over from a rolled-back transaction, so normally there is
     # nothing to replace; the delete keeps the step safe to re-run by hand all the same.
     JobCitation.objects.filter(job_id=job_id).delete()
-    JobCitation.objects.bulk_create(citations, batch_size=1000)
-    job.complete(report, citations=len(citations))
-    return {"job_id": job_id, "citations": len(citations), "summary": report["summary"]}
+    count = _copy_citations(job_id, report["citations"])
+    job.complete(report, citations=count)
+    return {"job_id": job_id, "citations": count, "summary": report["summary"]}
+
+
+# The JobCitation columns finalize writes, in COPY order.
+_CITATION_FIELDS = ("job", "index", "text", "keys", "verdict", "reason", "references")
+
+
+def _copy_citations(job_id: int, citations: list[dict]) -> int:
+    """Insert one ``JobCitation`` row per citation of the report with one ``COPY``, in this
+    step's transaction; returns the count.
+
+    COPY, not ``bulk_create``: for a 300-page thesis's ~2,000 rows, building the model
+    instances and their parameters took 90-260 ms of the worker's CPU, COPY a tenth of it
+    (BENCHMARKS.md, upload → report). The table's constraints hold as for any insert.
+    """
+    meta = JobCitation._meta
+    columns = ", ".join(
+        connection.ops.quote_name(meta.get_field(name).column) for name in _CITATION_FIELDS
+    )
+    statement = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        for index, citation in enumerate(citations):
+            copy.write_row(
+                (
+                    job_id,
+                    index,
+                    citation["text"],
+                    json.dumps(citation.get("keys", [])),
+                    citation["verdict"],
+                    citation.get("reason", ""),
+                    json.dumps(citation.get("references", [])),
+                )
+            )
+    return len(citations)
 
 
 def _library(job: AnalysisJob) -> tuple[analysis.Library | None, list[str]]:
