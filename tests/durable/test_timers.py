@@ -266,6 +266,7 @@ def test_a_signal_racing_the_activation_of_its_wait_is_not_lost():
         for _ in range(3000):
             cursor.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             )
             if cursor.fetchone()[0]:
                 break

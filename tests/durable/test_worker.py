@@ -9,8 +9,10 @@ import sys
 import uuid
 from datetime import timedelta
 
+import psycopg
 import pytest
 import time_machine
+from django.conf import settings as django_settings
 from django.db import connection
 from django.utils import timezone
 
@@ -22,7 +24,7 @@ from jobs.durable.statements import claim_sql
 from jobs.durable.worker import HANDBACK_DELAY, Heartbeat
 from tests.durable import steps as steps_module
 from tests.durable.support import rows
-from tests.processes import ROOT, child_env
+from tests.processes import ROOT, child_env, database_url
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
 
@@ -269,14 +271,55 @@ def test_a_checkpoint_whose_sequence_stopped_meanwhile_activates_nothing():
     assert worker._local.chained is None
 
 
+def prepared_on_the_server() -> list[tuple[str, str]]:
+    """(name, text) of the protocol-level prepared statements on the server: this connection's
+    backend's; through a transaction pooler, also those of every other server connection of
+    its pool (each held at once by a client of its own in a transaction, so each is another)."""
+    sql = "SELECT name, statement FROM pg_prepared_statements WHERE from_sql = false"
+    with connection.cursor() as cursor:
+        # In the test's transaction: through the pooler, the server connection it holds.
+        cursor.execute(sql)
+        prepared = cursor.fetchall()
+    if django_settings.DATABASE_POOLER != "transaction":
+        return prepared
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 6432,
+        user=db["USER"] or "postgres",
+        dbname="pgbouncer",
+        autocommit=True,
+    ) as admin:
+        cursor = admin.execute("SHOW SERVERS")
+        column = [c.name for c in cursor.description].index("database")
+        servers = sum(row[column] == db["NAME"] for row in cursor.fetchall())
+    clients = []
+    try:
+        for _ in range(servers):
+            client = psycopg.connect(database_url(), prepare_threshold=None)
+            clients.append(client)
+            prepared += client.execute(sql).fetchall()
+    finally:
+        for client in clients:
+            client.close()
+    return prepared
+
+
 def test_the_workers_hot_statements_are_prepared_on_the_server():
     """Django connects with prepared statements off; the settings let the engine's explicit
-    requests through, so PostgreSQL neither parses nor plans a claim or checkpoint twice."""
+    requests through, so PostgreSQL neither parses nor plans a claim or checkpoint twice.
+
+    Through PgBouncer 1.21+ in transaction mode (``max_prepared_statements`` > 0; CI's
+    prepared-statements-on PgBouncer stage) PgBouncer prepares each statement on the server
+    connection that runs it, under a name of its own (``PGBOUNCER_<n>``), not psycopg's."""
     start(t("record") >> t("record") >> t("record"))
     Worker(worker_id="w").drain()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE from_sql = false")
-        prepared = [row[0] for row in cursor.fetchall()]
+    named = prepared_on_the_server()
+    prepared = [text for _, text in named]
+    if django_settings.DATABASE_POOLER == "transaction":
+        assert named and all(name.startswith("PGBOUNCER_") for name, _ in named), named
+    else:
+        assert all(name.startswith("_pg3_") for name, _ in named), named
     assert any("FOR UPDATE SKIP LOCKED" in text for text in prepared), prepared
     assert any(text.startswith("WITH done AS") for text in prepared), prepared
     # The claim's LIMIT is in its text: a parameter there makes PostgreSQL's generic plan
