@@ -59,6 +59,16 @@ def below(root, depth: int):
     return Instance.objects.filter(**{field: root})
 
 
+def wait_for_child_step(root) -> None:
+    """Until a task step of a child of ``root`` runs (in the worker process)."""
+    wait_for(
+        lambda: Step.objects.filter(
+            instance__in=below(root, 1), name="", kind="task", status="running"
+        ).exists(),
+        what="the child's step to run",
+    )
+
+
 def statuses(*pks) -> list[str]:
     return [Instance.objects.get(pk=pk).status for pk in pks]
 
@@ -93,12 +103,7 @@ def test_cancel_stops_a_grandchilds_isolated_step_in_a_worker_process(worker_pro
 def test_a_running_child_step_is_fenced_off_when_its_parent_is_cancelled(worker_process):
     handle = start(call(task(C + "linger") >> task(C + "done")), input={"linger": 5})
     worker_process.start()
-    wait_for(
-        lambda: Step.objects.filter(
-            instance__in=below(handle, 1), name="", kind="task", status="running"
-        ).exists(),
-        what="the child's step to run",
-    )
+    wait_for_child_step(handle)
     (child,) = below(handle, 1)
 
     assert cancel(handle) is True
@@ -175,12 +180,7 @@ def test_a_parent_failing_in_a_worker_process_fences_its_childs_running_step(wor
     flow = call(child) & (wait_for_signal("fail") >> task(S + "permanent"))
     handle = start(flow, input={"linger": 5})
     worker_process.start("--concurrency", "2")  # one thread lingers, the other fails
-    wait_for(
-        lambda: Step.objects.filter(
-            instance__in=below(handle, 1), name="", kind="task", status="running"
-        ).exists(),
-        what="the child's step to run",
-    )
+    wait_for_child_step(handle)
     (child_row,) = below(handle, 1)
 
     send_signal(handle, "fail")
