@@ -165,7 +165,10 @@ def purge(*, older_than_days: float, status: str | None = None, user: Any = None
         count = lifecycle.purge(older_than=timedelta(days=older_than_days), status=status)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    return f"purged {count} instance(s) finished more than {older_than_days:g} day(s) ago"
+    return (
+        f"purged {count} workflow(s) finished more than {older_than_days:g} day(s) ago,"
+        " with their child workflows"
+    )
 
 
 def schedule(name: str, path: str, *, cron: str, input: str | None = None, user: Any = None) -> str:

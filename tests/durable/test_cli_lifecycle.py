@@ -73,7 +73,7 @@ def test_cancel_by_filter_and_purge_verbs():
     assert "at least one filter" in fails("cancel")
     Instance.objects.filter(label="bulk").update(finished_at=timezone.now() - timedelta(days=9))
     assert ok("purge", "--older-than-days", "7") == (
-        "purged 3 instance(s) finished more than 7 day(s) ago"
+        "purged 3 workflow(s) finished more than 7 day(s) ago, with their child workflows"
     )
     assert Instance.objects.count() == 1
 
