@@ -25,6 +25,9 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import connection
+from psycopg.pq import ExecStatus
+
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 def execute_prepared(sql: str, params: Any) -> list[tuple]:
@@ -37,7 +40,9 @@ def execute_prepared(sql: str, params: Any) -> list[tuple]:
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
-        return cursor.fetchall() if cursor.description is not None else []
+        # The result's status, not ``cursor.description`` (which builds a Column per field).
+        result = cursor.pgresult
+        return cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
 
 
 def decode_json(raw: Any) -> Any:

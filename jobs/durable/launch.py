@@ -18,7 +18,9 @@ at ``txn.now`` itself) — that activation's rows as the statement's arrays (:cl
 so a start of such a workflow only adds its instance id. Anything else (a ``when`` reading
 the input, a timer's due time, a signal wait reading the database) is planned per instance as
 before. start() sends the statement prepared, and PostgreSQL then runs it on its generic plan:
-planning this statement cost more than running it.
+planning this statement cost more than running it. start() of one instance of a planned spec
+sends a statement of that plan's own instead (``statements.start_one_sql``: plain inserts with
+the plan's rows and the graph written in), some 30-40% less server CPU than START_INSTANCES.
 
 Workflow ids: ``start(flow, id="order-42")`` stores the instance under a primary key derived
 from the id (:func:`jobs.durable.models.instance_pk_for`), so the database's primary key is
@@ -210,6 +212,10 @@ class _NotPlannable(Exception):
 # number within its instance and its parent's, the step's columns, and its due time as ``due``
 # (the start's own: now, or its run_at) or an explicit ``run_at``. The instance is a column of
 # its own (``s_instance``): a plan serves every instance.
+# Planned rows beyond which start() of one instance sends START_INSTANCES rather than a
+# statement of the plan's own (each row is a CTE of its own there).
+START_ONE_MAX_ROWS = 16
+
 _ROW_FIELDS = ("ord", "parent", "key", "node", "kind", "name", "status", "max_attempts",
                "due", "run_at", "remaining", "chunk_index", "chunk")  # fmt: skip
 
@@ -315,11 +321,24 @@ class Plan:
     rows: int
     columns: dict[str, str]  # "s_<field>" -> the elements of one instance's rows, joined
     ready_now: bool  # a ready step due at the start's time (a NOTIFY unless delayed)
+    # The rows themselves (start_one_sql writes them into start()'s statement).
+    planned: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     single: dict[str, str] = field(init=False, repr=False)
+    # start()'s statement for this plan, by whether it skips an id already taken.
+    statements: dict[bool, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         single = {name: _array([elements]) for name, elements in self.columns.items()}
         object.__setattr__(self, "single", single)
+
+    def start_one_sql(self, graph: str, *, conflict: bool) -> str:
+        """The statement that starts one instance of this plan (``statements.start_one_sql``),
+        made once per plan."""
+        sql = self.statements.get(conflict)
+        if sql is None:
+            sql = statements.start_one_sql(graph, list(self.planned), conflict=conflict)
+            self.statements[conflict] = sql
+        return sql
 
     def params(self, pks: list[str]) -> dict[str, str]:
         """The step arrays for these instances (their ids as text), each getting every row."""
@@ -362,7 +381,7 @@ def _plan_once(entry: Compiled, options: StartOptions, pk: uuid.UUID, value: Cal
             f"s_{name}": ",".join(_literal(row[name]) for row in rows) for name in _ROW_FIELDS
         }
         ready_now = any(row["status"] == "ready" and row["due"] for row in rows)
-        plan = Plan(len(rows), columns, ready_now)
+        plan = Plan(len(rows), columns, ready_now, planned=tuple(rows))
     entry.plan, entry.plan_attempts = plan, attempts
     return plan or None
 
@@ -388,11 +407,14 @@ def create(
             raise DefinitionError("start_many(): the same workflow id is given twice")
     else:
         pks = [uuid.uuid4() for _ in inputs]
-    inputs_text = _input_text(inputs)  # one JSON array, as the statement reads them
-    ids = [str(pk) for pk in pks]
     plan = None
     if pks:
-        plan = _plan_once(entry, options, pks[0], lambda: json.loads(inputs_text)[0], now)
+        plan = _plan_once(entry, options, pks[0], lambda: json_input(inputs[0]), now)
+    due = now if options.run_at is None or options.run_at < now else options.run_at
+    if plan is not None and len(pks) == 1 and plan.rows <= START_ONE_MAX_ROWS:
+        return _create_one(options, entry, plan, pks[0], inputs[0], workflow_ids, now, due)
+    inputs_text = _input_text(inputs)  # one JSON array, as the statement reads them
+    ids = [str(pk) for pk in pks]
     unplanned: list[int] = []
     # The inputs as stored (decoded), where needed: to plan each instance, to compare with an
     # instance that holds the id already.
@@ -418,7 +440,6 @@ def create(
             rows += [(ids[index], row) for row in planned]
             notify = notify or txn.notify
         steps = _columns(rows)
-    due = now if options.run_at is None or options.run_at < now else options.run_at
     params = {
         "ids": _array(ids),
         "inputs": inputs_text,
@@ -460,6 +481,43 @@ def create(
                 _check_same(options, [pks[i] for i in taken], [values[i] for i in taken],
                             [workflow_ids[i] for i in taken])  # fmt: skip
     return pks
+
+
+def _create_one(
+    options: StartOptions,
+    entry: Compiled,
+    plan: Plan,
+    pk: uuid.UUID,
+    value: Any,
+    workflow_ids: list[str] | None,
+    now: datetime,
+    due: datetime,
+) -> list[uuid.UUID]:
+    """create() of one instance of a planned spec: its plan's own statement
+    (``statements.start_one_sql``), prepared, in autocommit outside ``atomic``."""
+    input_text = _input_text(value)
+    params = {
+        "id": pk,
+        "input": input_text,
+        "wid": workflow_ids[0] if workflow_ids is not None else "",
+        "label": options.label,
+        "owner": options.owner_id,
+        "on_failure": options.on_failure,
+        "now": now,
+        "due": due,
+        "queue": options.queue,
+        "priority": options.priority,
+        "parent": options.parent_instance,
+        "parent_step": options.parent_step_id,
+        "forked_from": options.forked_from,
+        "notify": plan.ready_now and due <= now,
+        "version": code_version(),
+    }
+    sql = plan.start_one_sql(entry.text, conflict=workflow_ids is not None)
+    created = execute_prepared(sql, params)
+    if workflow_ids is not None and not created:
+        _check_same(options, [pk], [json.loads(input_text)], workflow_ids)
+    return [pk]
 
 
 def _execute_start(sql: str, params: dict[str, Any], *, many: bool) -> list[tuple]:

@@ -16,6 +16,9 @@ renamed table or a new column is changed in one place. Placeholders are psycopg'
 from __future__ import annotations
 
 import functools
+from typing import Any
+
+from psycopg import sql as pg_sql
 
 from jobs.durable.models import Instance, QueueState, Schedule, Signal, Step
 from jobs.durable.state import STEP_FIELDS
@@ -342,6 +345,87 @@ WITH inst AS (
 SELECT id, (SELECT count(*) FROM wake) FROM inst
 """
 START_NEW_INSTANCES = START_INSTANCES.replace("    ON CONFLICT (id) DO NOTHING\n", "", 1)
+
+# start() of one instance whose first activation is planned (jobs.durable.launch.Plan): a
+# statement of its own per plan, made by start_one_sql, and prepared. The instance is one
+# VALUES row; each planned step row is an INSERT ... SELECT of its own (s1, s2, ...) with the
+# plan's values and the workflow's graph written into the text as literals (they are the
+# same for every start of the spec: nothing to send, nothing to parse per start), reading
+# its parent's id from that row's RETURNING and the row before it (so their ids are drawn in
+# plan order, as START_INSTANCES draws them). Compared with START_INSTANCES (arrays zipped,
+# ids numbered, parents found by a window function) it is a plain insert per row: some
+# 30-40% less CPU on the server (the backend's CPU time per start, measured), and fewer
+# parameters to send. An id already taken (``conflict``: start(id=...)) inserts no instance
+# and so no steps. The NOTIFY runs only if the instance was created and a step is due
+# (%(notify)s). Primary keys; durable_step_key.
+_START_ONE = f"""
+WITH inst AS (
+    INSERT INTO {INSTANCE} (id, label, owner_id, graph, input, status, error, on_failure,
+        created_at, workflow_id, queue, priority, parent_instance_id, parent_step_id,
+        forked_from, code_version)
+    VALUES (%(id)s, %(label)s, %(owner)s, {{graph}}::jsonb, %(input)s::jsonb, 'pending', '',
+        %(on_failure)s, %(now)s, %(wid)s, %(queue)s, %(priority)s, %(parent)s,
+        %(parent_step)s, %(forked_from)s, %(version)s){{conflict}}
+    RETURNING id
+){{steps}}
+SELECT id, (SELECT count(*) FROM (SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE %(notify)s)
+    AS wake) FROM inst
+"""
+_START_ONE_STEP = f""", s{{n}} AS (
+    INSERT INTO {STEP} (instance_id, parent_id, key, node_id, kind, name, status, attempts,
+        max_attempts, run_at, lease_owner, remaining, chunk_index, chunk, error, created_at,
+        started_at, queue, priority, code_version)
+    SELECT inst.id, {{parent}}, {{key}}, {{node}}, {{kind}}, {{name}}, {{status}}, 0,
+        {{max_attempts}}, {{run_at}}, '', {{remaining}}, {{chunk_index}}, {{chunk}}::jsonb, '',
+        %(now)s, {{started}}, %(queue)s, %(priority)s, %(version)s
+    FROM {{sources}}
+    RETURNING id
+)"""
+
+
+def start_one_sql(graph: str, rows: list[dict[str, Any]], *, conflict: bool) -> str:
+    """The start statement of one instance of a planned spec (see _START_ONE): ``graph`` its
+    JSON text, ``rows`` the plan's step rows (``launch._ROW_FIELDS``; ``parent`` the ``ord`` of
+    an earlier row, or None); ``conflict``: skip an id already taken (start(id=...))."""
+
+    def literal(value: Any) -> str:
+        # psycopg's quoting; a % in the text is not a placeholder.
+        return pg_sql.Literal(value).as_string(None).replace("%", "%%")
+
+    steps = []
+    for row in rows:
+        n, parent = row["ord"], row["parent"]
+        sources = ["inst"] + [f"s{i}" for i in sorted({n - 1, parent or 0} - {0})]
+        if row["due"]:
+            run_at = "%(due)s::timestamptz"
+        elif row["run_at"] is None:
+            run_at = "NULL::timestamptz"
+        else:
+            run_at = literal(row["run_at"]) + "::timestamptz"
+        steps.append(
+            _START_ONE_STEP.format(
+                n=int(n),
+                parent=f"s{int(parent)}.id" if parent else "NULL::bigint",
+                key=literal(row["key"]),
+                node=int(row["node"]),
+                kind=literal(row["kind"]),
+                name=literal(row["name"]),
+                status=literal(row["status"]),
+                max_attempts=int(row["max_attempts"]),
+                run_at=run_at,
+                remaining=int(row["remaining"]),
+                chunk_index="NULL::int" if row["chunk_index"] is None else int(row["chunk_index"]),
+                chunk=literal(row["chunk"]),
+                started="%(now)s::timestamptz" if row["status"] == "running" else "NULL",
+                sources=", ".join(sources),
+            )
+        )
+    return _START_ONE.format(
+        graph=literal(graph),
+        conflict="\n    ON CONFLICT (id) DO NOTHING" if conflict else "",
+        steps="".join(steps),
+    )
+
 
 # --- creating steps ---------------------------------------------------------------------------
 # One step row (a node activated). The unique (instance, key) index durable_step_key rules

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs.durable import DefinitionError, loop, sleep, start, start_many, task, when
+from jobs.durable import DefinitionError, loop, sleep, sql, start, start_many, task, when
 from jobs.durable.graph import compile_graph, compile_graph_text
 from jobs.durable.launch import compiled
 from jobs.durable.models import Instance, Step
@@ -132,18 +132,60 @@ def test_start_many_with_a_plan_draws_step_ids_in_input_order():
     assert ids == sorted(ids)
 
 
+def prepared_plans(statement: str) -> tuple[int, int]:
+    """``(generic, custom)`` plans of this session's prepared statement with this text."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE regexp_replace(statement, '\\$\\d+', '', 'g') = %s",
+            [re.sub(r"%\(\w+\)s", "", statement).replace("%%", "%")],
+        )
+        row = cursor.fetchone()
+    assert row is not None, "the statement was not prepared"
+    return row
+
+
 def test_start_settles_on_a_generic_plan():
     """Planning the statement costs more than running it: after PostgreSQL's five custom
-    plans, start() must run on the prepared statement's generic plan (with an id or without)."""
+    plans, start() must run on the prepared statement's generic plan (with an id or without),
+    its plan's own statement (one instance), or START_INSTANCES (an unplanned spec)."""
+    flow = sql("SELECT 'it''s 100%%' AS v") >> t("record")
+    unplanned = when(S + "input_flag", t("yes"), otherwise=t("no"))
     for n in range(8):
-        start(t("number"), input={"n": n})
-        start(t("number"), input={"n": n}, id=f"generic-{n}")
-    for statement in (START_NEW_INSTANCES, START_INSTANCES):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-                " WHERE regexp_replace(statement, '\\$\\d+', '', 'g') = %s",
-                [re.sub(r"%\(\w+\)s", "", statement)],
-            )
-            generic, custom = cursor.fetchone()
+        start(flow, input={"n": n})
+        start(flow, input={"n": n}, id=f"generic-{n}")
+        start(unplanned, input={"flag": True})
+        start(unplanned, input={"flag": False}, id=f"unplanned-{n}")
+    entry = compiled(flow)
+    for conflict in (False, True):
+        generic, custom = prepared_plans(entry.plan.start_one_sql(entry.text, conflict=conflict))
         assert custom <= 5 and generic >= 3
+    for statement in (START_NEW_INSTANCES, START_INSTANCES):
+        generic, custom = prepared_plans(statement)
+        assert custom <= 5 and generic >= 3
+
+
+def test_one_start_of_a_plan_writes_the_rows_start_many_writes(clock):
+    """start()'s statement of a plan (one instance) and START_INSTANCES (start_many) agree
+    row for row: ids, delays, parents, a graph with quotes and percent signs in its text."""
+    flow = (sql("SELECT 'it''s 100%%' AS v").as_("v") & t("plus_one")) >> t("record")
+    clock.shift(10)
+    for options in ({}, {"delay": 30, "priority": 3, "queue": "other", "label": "50% off"}):
+        one = start(flow, input={"n": "it's 100%"}, **options)
+        [many, _] = start_many(flow, [{"n": "it's 100%"}, {"n": 2}], **options)
+
+        def shape(handle):
+            rows = steps_of(handle)
+            ids = {s.id: i for i, s in enumerate(rows)}
+            return [
+                (ids.get(s.parent_id), s.key, s.node_id, s.kind, s.name, s.status,
+                 s.max_attempts, s.run_at, s.remaining, s.started_at, s.queue, s.priority,
+                 s.code_version)
+                for s in rows
+            ]  # fmt: skip
+
+        assert shape(one) == shape(many) and len(shape(one)) == 4
+        fields = ("label", "graph", "input", "status", "queue", "priority", "code_version")
+        assert Instance.objects.values(*fields).get(pk=one) == Instance.objects.values(*fields).get(
+            pk=many
+        )
