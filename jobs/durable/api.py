@@ -127,7 +127,10 @@ class WorkflowHandle(uuid.UUID):
     __slots__ = ()
 
     def __init__(self, value: uuid.UUID | str) -> None:
-        super().__init__(str(value))
+        if isinstance(value, uuid.UUID):
+            super().__init__(int=value.int)
+        else:
+            super().__init__(str(value))
 
     @property
     def id(self) -> uuid.UUID:

@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.pq import ExecStatus
 
 TUPLES_OK = ExecStatus.TUPLES_OK
@@ -37,8 +37,9 @@ def execute_prepared(sql: str, params: Any) -> list[tuple]:
     errors are wrapped into Django's exceptions as with any Django cursor. Returns the rows (an
     empty list for a statement without any).
     """
-    connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    db = connections[DEFAULT_DB_ALIAS]  # this thread's connection, looked up once
+    db.ensure_connection()
+    with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
         # The result's status, not ``cursor.description`` (which builds a Column per field).
         result = cursor.pgresult

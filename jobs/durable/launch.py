@@ -324,20 +324,25 @@ class Plan:
     # The rows themselves (start_one_sql writes them into start()'s statement).
     planned: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     single: dict[str, str] = field(init=False, repr=False)
-    # start()'s statement for this plan, by whether it skips an id already taken.
-    statements: dict[bool, str] = field(default_factory=dict, repr=False, compare=False)
+    # start()'s statements for this plan, by whether it skips an id already taken and whether
+    # it has a workflow id, parent or fork (start_one_sql's ``lineage``).
+    statements: dict[tuple[bool, bool], str] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         single = {name: _array([elements]) for name, elements in self.columns.items()}
         object.__setattr__(self, "single", single)
 
-    def start_one_sql(self, graph: str, *, conflict: bool) -> str:
+    def start_one_sql(self, graph: str, *, conflict: bool, lineage: bool = True) -> str:
         """The statement that starts one instance of this plan (``statements.start_one_sql``),
-        made once per plan."""
-        sql = self.statements.get(conflict)
+        made once per plan and variant."""
+        sql = self.statements.get((conflict, lineage))
         if sql is None:
-            sql = statements.start_one_sql(graph, list(self.planned), conflict=conflict)
-            self.statements[conflict] = sql
+            sql = statements.start_one_sql(
+                graph, list(self.planned), conflict=conflict, lineage=lineage
+            )
+            self.statements[conflict, lineage] = sql
         return sql
 
     def params(self, pks: list[str]) -> dict[str, str]:
@@ -499,7 +504,6 @@ def _create_one(
     params = {
         "id": pk,
         "input": input_text,
-        "wid": workflow_ids[0] if workflow_ids is not None else "",
         "label": options.label,
         "owner": options.owner_id,
         "on_failure": options.on_failure,
@@ -507,13 +511,21 @@ def _create_one(
         "due": due,
         "queue": options.queue,
         "priority": options.priority,
-        "parent": options.parent_instance,
-        "parent_step": options.parent_step_id,
-        "forked_from": options.forked_from,
         "notify": plan.ready_now and due <= now,
         "version": code_version(),
     }
-    sql = plan.start_one_sql(entry.text, conflict=workflow_ids is not None)
+    lineage = (
+        workflow_ids is not None
+        or options.parent_instance is not None
+        or options.parent_step_id is not None
+        or options.forked_from is not None
+    )
+    if lineage:
+        params["wid"] = workflow_ids[0] if workflow_ids is not None else ""
+        params["parent"] = options.parent_instance
+        params["parent_step"] = options.parent_step_id
+        params["forked_from"] = options.forked_from
+    sql = plan.start_one_sql(entry.text, conflict=workflow_ids is not None, lineage=lineage)
     created = execute_prepared(sql, params)
     if workflow_ids is not None and not created:
         _check_same(options, [pk], [json.loads(input_text)], workflow_ids)

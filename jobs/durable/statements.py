@@ -361,11 +361,10 @@ START_NEW_INSTANCES = START_INSTANCES.replace("    ON CONFLICT (id) DO NOTHING\n
 _START_ONE = f"""
 WITH inst AS (
     INSERT INTO {INSTANCE} (id, label, owner_id, graph, input, status, error, on_failure,
-        created_at, workflow_id, queue, priority, parent_instance_id, parent_step_id,
-        forked_from, code_version)
+        created_at, workflow_id, parent_instance_id, parent_step_id, forked_from, queue,
+        priority, code_version)
     VALUES (%(id)s, %(label)s, %(owner)s, {{graph}}::jsonb, %(input)s::jsonb, 'pending', '',
-        %(on_failure)s, %(now)s, %(wid)s, %(queue)s, %(priority)s, %(parent)s,
-        %(parent_step)s, %(forked_from)s, %(version)s){{conflict}}
+        %(on_failure)s, %(now)s, {{lineage}}, %(queue)s, %(priority)s, %(version)s){{conflict}}
     RETURNING id
 ){{steps}}
 SELECT id, (SELECT count(*) FROM (SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE %(notify)s)
@@ -383,10 +382,20 @@ _START_ONE_STEP = f""", s{{n}} AS (
 )"""
 
 
-def start_one_sql(graph: str, rows: list[dict[str, Any]], *, conflict: bool) -> str:
+# The workflow id and where the instance comes from (a parent's step, a fork), as parameters
+# (start(id=...), a child, a fork) or, for a plain start, as constants: four parameters fewer.
+_START_ONE_LINEAGE = "%(wid)s, %(parent)s, %(parent_step)s, %(forked_from)s"
+_START_ONE_PLAIN = "'', NULL, NULL, NULL"
+
+
+def start_one_sql(
+    graph: str, rows: list[dict[str, Any]], *, conflict: bool, lineage: bool = True
+) -> str:
     """The start statement of one instance of a planned spec (see _START_ONE): ``graph`` its
     JSON text, ``rows`` the plan's step rows (``launch._ROW_FIELDS``; ``parent`` the ``ord`` of
-    an earlier row, or None); ``conflict``: skip an id already taken (start(id=...))."""
+    an earlier row, or None); ``conflict``: skip an id already taken (start(id=...));
+    ``lineage``: with the parameters ``wid``, ``parent``, ``parent_step`` and ``forked_from``
+    (without: no workflow id, parent or fork)."""
 
     def literal(value: Any) -> str:
         # psycopg's quoting; a % in the text is not a placeholder.
@@ -422,6 +431,7 @@ def start_one_sql(graph: str, rows: list[dict[str, Any]], *, conflict: bool) -> 
         )
     return _START_ONE.format(
         graph=literal(graph),
+        lineage=_START_ONE_LINEAGE if lineage else _START_ONE_PLAIN,
         conflict="\n    ON CONFLICT (id) DO NOTHING" if conflict else "",
         steps="".join(steps),
     )

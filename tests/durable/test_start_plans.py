@@ -158,7 +158,8 @@ def test_start_settles_on_a_generic_plan():
         start(unplanned, input={"flag": False}, id=f"unplanned-{n}")
     entry = compiled(flow)
     for conflict in (False, True):
-        generic, custom = prepared_plans(entry.plan.start_one_sql(entry.text, conflict=conflict))
+        statement = entry.plan.start_one_sql(entry.text, conflict=conflict, lineage=conflict)
+        generic, custom = prepared_plans(statement)
         assert custom <= 5 and generic >= 3
     for statement in (START_NEW_INSTANCES, START_INSTANCES):
         generic, custom = prepared_plans(statement)
