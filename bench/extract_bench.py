@@ -10,9 +10,9 @@ so that a load change on the shared machine hits them alike:
 * **peer** — a fresh interpreter that imports the reader and converts the document;
 * **extract()** — a fresh interpreter that runs ``jobs.analysis.extract`` in-process;
 * **extract step** — a process set up as a worker (Django, ``jobs.pipeline``) that runs the
-  step's computation as the pipeline does: ``run_isolated(analysis.extract, ...)`` with the
-  deployment's extraction limits and step budgets, i.e. a forked child whose result comes
-  back pickled. Not included: reading the upload from and writing ``doc_html`` to the job row.
+  step's computation as the pipeline does: ``run_isolated(pipeline.extract_html, ...)`` with
+  the deployment's extraction limits and step budgets, i.e. a forked child whose result (the
+  HTML and the format) comes back pickled. Not included: reading the upload from and writing ``doc_html`` to the job row.
 
 Each process makes one warm-up run first (not counted). Printed: the median of ``--repeat``
 runs (wall and CPU seconds; the step's CPU is its child's), the ratio step/peer, the UTC time
@@ -81,12 +81,12 @@ os.environ.setdefault("DEBUG", "1")
 import django
 django.setup()
 from django.conf import settings
-from jobs import analysis, pipeline
+from jobs import pipeline
 from jobs.durable.isolation import run_isolated
 data = open({doc!r}, "rb").read()
 def run():
     run_isolated(
-        analysis.extract, data, {name!r}, limits=pipeline.extraction_limits(),
+        pipeline.extract_html, data, {name!r}, limits=pipeline.extraction_limits(),
         memory_mb=settings.ACURIO_STEP_MEMORY_MB, timeout=settings.ACURIO_STEP_TIMEOUT_SECONDS,
         what="extract",
     )
