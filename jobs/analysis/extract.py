@@ -481,7 +481,12 @@ def extract(
             raw = _markdown_html(text)
         else:
             raw = _text_html(text)
-    prepared = prepare_html(raw, max_depth=limits.html_depth, max_paragraphs=limits.max_paragraphs)
+    prepared = prepare_html(
+        raw,
+        max_depth=limits.html_depth,
+        max_paragraphs=limits.max_paragraphs,
+        keep_attributes=ALLOWED_ATTRIBUTES,
+    )
     safe = _normalize_text_nodes(sanitize(prepared))
     blocks = html_blocks(safe)
     if not blocks:
