@@ -24,6 +24,7 @@ from jobs.durable.statements import claim_sql
 from jobs.durable.worker import HANDBACK_DELAY, Heartbeat
 from tests.durable import steps as steps_module
 from tests.durable.support import rows
+from tests.pgbouncer import server_connections
 from tests.processes import ROOT, child_env, database_url
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rows_table")]
@@ -282,17 +283,7 @@ def prepared_on_the_server() -> list[tuple[str, str]]:
         prepared = cursor.fetchall()
     if django_settings.DATABASE_POOLER != "transaction":
         return prepared
-    db = connection.settings_dict
-    with psycopg.connect(
-        host=db["HOST"] or "127.0.0.1",
-        port=db["PORT"] or 6432,
-        user=db["USER"] or "postgres",
-        dbname="pgbouncer",
-        autocommit=True,
-    ) as admin:
-        cursor = admin.execute("SHOW SERVERS")
-        column = [c.name for c in cursor.description].index("database")
-        servers = sum(row[column] == db["NAME"] for row in cursor.fetchall())
+    servers = len(server_connections())
     clients = []
     try:
         for _ in range(servers):

@@ -33,6 +33,7 @@ from django.db import connection, transaction
 from jobs.durable import Worker, result, start, status, task
 from jobs.durable.models import Instance, Step
 from jobs.durable.sessions import code_version
+from tests.pgbouncer import server_connections
 from tests.processes import ROOT, child_env, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -158,20 +159,8 @@ def test_a_worker_with_the_direct_url_keeps_its_session_settings():
 
 
 def pooled_server_pids() -> set[int]:
-    """The backends of PgBouncer's server connections to the test database (its admin
-    console, ``SHOW SERVERS``)."""
-    db = connection.settings_dict
-    with psycopg.connect(
-        host=db["HOST"] or "127.0.0.1",
-        port=db["PORT"] or 6432,
-        user=db["USER"] or "postgres",
-        dbname="pgbouncer",
-        autocommit=True,
-    ) as admin:
-        cursor = admin.execute("SHOW SERVERS")
-        columns = [column.name for column in cursor.description]
-        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-    return {row["remote_pid"] for row in rows if row["database"] == db["NAME"]}
+    """The backends of PgBouncer's server connections to the test database."""
+    return {row["remote_pid"] for row in server_connections()}
 
 
 @pytest.mark.skipif(
