@@ -10,16 +10,20 @@
   // extracted (the longest step), the rest of a 300-page thesis (finding the citations,
   // checking them, writing the report) takes about a second: poll every 250 ms from then
   // on, so the report opens within a fraction of a second of the finish instead of up to a
-  // whole interval later. A cheap request (one primary-key read), and only for the last
-  // stages of a job.
+  // whole interval later. A cheap request (one primary-key read), only for the last stages
+  // of a job, and for at most NEAR_END_MS of them: a thesis whose checking waits for a
+  // worker (a busy queue, a document near the limits) falls back to the ordinary cap.
   var EARLY_MAX_DELAY_MS = 1000;
   var EARLY_MS = 60000;
   var MAX_DELAY_MS = 5000;
   var NEAR_END_DELAY_MS = 250;
+  var NEAR_END_MS = 20000;
   var startedAt = Date.now();
-  var nearEnd = false;
+  var nearEndSince = null;  // when the last stages were first seen
   function cap() {
-    if (nearEnd) { return NEAR_END_DELAY_MS; }
+    if (nearEndSince !== null && Date.now() - nearEndSince < NEAR_END_MS) {
+      return NEAR_END_DELAY_MS;
+    }
     return Date.now() - startedAt < EARLY_MS ? EARLY_MAX_DELAY_MS : MAX_DELAY_MS;
   }
   function isNearEnd(job) {
@@ -130,7 +134,7 @@
       .then(function (job) {
         if (isTerminal(job)) { finish(job); return; }
         draw(job);
-        nearEnd = isNearEnd(job);
+        if (nearEndSince === null && isNearEnd(job)) { nearEndSince = Date.now(); }
         // Exponential backoff up to the cap: a quick job is seen finishing at once, a long one
         // costs the server one request every few seconds.
         delay = Math.min(cap(), delay * FACTOR);
