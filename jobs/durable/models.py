@@ -181,11 +181,12 @@ class Instance(models.Model):
             models.Index(fields=["owner", "-created_at"], name="durable_inst_owner"),
             # instances(label=...) and the admin's label filter.
             models.Index(fields=["label", "-created_at"], name="durable_inst_label"),
-            # purge(older_than=...) and the retention sweep: finished instances, oldest first.
+            # purge(older_than=...) and the retention sweep: finished root instances (a child
+            # workflow goes with its root's tree, never alone), oldest first.
             models.Index(
                 fields=["finished_at"],
-                name="durable_inst_finished",
-                condition=Q(finished_at__isnull=False),
+                name="durable_inst_finished_root",
+                condition=Q(finished_at__isnull=False, parent_instance__isnull=True),
             ),
             # A child workflow finishing finds its parent step; purge finds the children.
             models.Index(

@@ -752,7 +752,8 @@ CLAIM_FOR_REPLAY = (
 # goes with its root's tree, never alone) that finished before a cutoff with one of the
 # statuses, oldest first. Rows locked by another transaction (a purge running elsewhere) are
 # skipped, and so are the roots this purge kept already (a tree with an unfinished instance).
-# durable_inst_finished. The LIMIT is written into the text (purge_sql).
+# durable_inst_finished_root (partial: finished roots only, so child rows cost the walk
+# nothing however many there are). The LIMIT is written into the text (purge_sql).
 _PURGE_ROOTS = (
     f"SELECT id FROM {INSTANCE} WHERE finished_at < %s AND status = ANY(%s)"
     " AND parent_instance_id IS NULL AND id <> ALL(%s::uuid[]) ORDER BY finished_at"
