@@ -42,9 +42,11 @@ the end, the server settings that bound a commit (``synchronous_commit``, ``fsyn
 write + ``wal_sync_method`` on the file system of PostgreSQL's data directory: the ceiling
 of one client's durable commits on this machine (``--no-fsync-test`` skips its ~30 s).
 
-``--sync-off`` runs every peer with ``PGOPTIONS='-c synchronous_commit=off'``: commits no
-longer wait for the flush, so the rates show the CPU cost per start. That is NOT durable
-(a crash loses the last commits) and is for diagnosis only, never a figure for the target.
+``--sync-off`` sets ``synchronous_commit = off`` on every peer's database (``ALTER DATABASE
+... SET``: it reaches every connection, Django's too, whose own ``options`` parameter would
+override a ``PGOPTIONS`` variable): commits no longer wait for the flush, so the rates show
+the CPU cost per start. That is NOT durable (a crash loses the last commits) and is for
+diagnosis only, never a figure for the target.
 
 The engine runs from ``git archive HEAD`` (exported as the run starts, so a run measures the
 engine as committed, not somebody's uncommitted work in the shared tree); ``--engine-src
@@ -94,7 +96,6 @@ SCRIPT = Path(__file__).resolve()
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TARGET = 1500  # the issue's start() target, workflows per second
 DEFAULT_OUT = ROOT / "bench" / "results" / "start-peers.md"
-SYNC_OFF = "-c synchronous_commit=off"
 COMMIT_SETTINGS = ("synchronous_commit", "fsync", "wal_sync_method", "commit_delay")
 
 RAW_SCHEMA = """
@@ -124,7 +125,7 @@ class Peer:
     extra_env: dict[str, str] = field(default_factory=dict)
     dbname: str = ""
 
-    def env(self, sync_off: bool) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             {
@@ -137,8 +138,6 @@ class Peer:
         if self.settings:
             env["DJANGO_SETTINGS_MODULE"] = self.settings
         env.update(self.extra_env)
-        if sync_off:
-            env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + " " + SYNC_OFF).strip()
         return env
 
 
@@ -232,7 +231,7 @@ def _proc_ticks(pid: int) -> int | None:
 def server_side(dbname: str) -> tuple[float | None, str]:
     """CPU seconds of the client backends now connected to ``dbname`` (but this one), from
     ``/proc`` (the server runs on this machine), and the synchronous_commit a connection made
-    with this process's environment (PGOPTIONS) gets."""
+    to it gets (the database's own setting under --sync-off)."""
     with psycopg.connect(dsn(dbname), autocommit=True, prepare_threshold=None) as conn:
         pids = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
@@ -304,7 +303,7 @@ def admin_conn(dbname: str = "postgres") -> psycopg.Connection:
     return psycopg.connect(dsn(dbname), autocommit=True, prepare_threshold=None)
 
 
-def recreate_database(dbname: str, prefix: str) -> None:
+def recreate_database(dbname: str, prefix: str, sync_off: bool = False) -> None:
     if not dbname.startswith(prefix):  # never touch anybody else's database
         raise ValueError(f"refusing to drop {dbname!r}")
     with admin_conn() as conn:
@@ -312,10 +311,16 @@ def recreate_database(dbname: str, prefix: str) -> None:
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
         )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+        if sync_off:
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
+                    sql.Identifier(dbname)
+                )
+            )
 
 
-def prepare(peer: Peer, prefix: str, logdir: Path) -> None:
-    recreate_database(peer.dbname, prefix)
+def prepare(peer: Peer, prefix: str, logdir: Path, sync_off: bool = False) -> None:
+    recreate_database(peer.dbname, prefix, sync_off)
     if peer.prepare_sql:
         with admin_conn(peer.dbname) as conn:
             conn.execute(peer.prepare_sql)
@@ -324,7 +329,7 @@ def prepare(peer: Peer, prefix: str, logdir: Path) -> None:
         with log.open("ab") as out:
             out.write(f"\n$ {shlex.join(cmd)}\n".encode())
             out.flush()
-            done = subprocess.run(cmd, cwd=peer.cwd, env=peer.env(False), stdout=out, stderr=out)
+            done = subprocess.run(cmd, cwd=peer.cwd, env=peer.env(), stdout=out, stderr=out)
         if done.returncode != 0:
             raise RuntimeError(f"{shlex.join(cmd)} exited {done.returncode}; see {log}")
 
@@ -358,7 +363,7 @@ def run_once(
         done = subprocess.run(
             cmd,
             cwd=peer.cwd,
-            env=peer.env(sync_off),
+            env=peer.env(),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -496,8 +501,8 @@ def render(
     lines = [title, ""]
     if sync_off:
         lines += [
-            "**NOT DURABLE — diagnosis only:** every peer ran with "
-            f"`PGOPTIONS='{SYNC_OFF}'`, so no commit waited for its WAL flush. These rates "
+            "**NOT DURABLE — diagnosis only:** every peer's database had "
+            "`synchronous_commit = off`, so no commit waited for its WAL flush. These rates "
             "show the CPU cost per start; they are no figure for the target.",
             "",
         ]
@@ -595,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sync-off",
         action="store_true",
-        help="PGOPTIONS='-c synchronous_commit=off' for every peer: NOT durable, diagnosis only",
+        help="synchronous_commit = off on every peer's database: NOT durable, diagnosis only",
     )
     parser.add_argument("--engine-src", choices=("head", "tree"), default="head")
     parser.add_argument(
@@ -630,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (f", data directory {data_dir}" if data_dir else ""),
     ]
     if args.sync_off:
-        facts.append(f"every peer connected with PGOPTIONS='{SYNC_OFF}' (NOT durable)")
+        facts.append("every peer's database set synchronous_commit = off (NOT durable)")
     if not args.no_fsync_test:
         print("pg_test_fsync -s 2 ...", flush=True)
         facts.append(
@@ -676,7 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 if missing:
                     metadata.version(missing)
-                prepare(peer, args.db_prefix, logdir)
+                prepare(peer, args.db_prefix, logdir, args.sync_off)
             except metadata.PackageNotFoundError:
                 skipped[key] = f"{missing} is not installed (pip install -r bench/requirements.txt)"
             except RuntimeError as exc:
