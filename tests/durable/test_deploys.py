@@ -181,11 +181,14 @@ def test_a_frozen_workers_step_is_recovered_within_a_lease_and_a_tick():
         wait_for(lambda: status(iid) == "completed", timeout=60, what="recovery")
         took = time.monotonic() - stopped_at
     finally:
-        frozen.send_signal(signal.SIGCONT)
+        # The frozen worker is done for (its session was ended): killed, not asked to drain,
+        # which would wait out its step's 60 s linger and then the 30 s stop timeout.
+        frozen.kill()
+        frozen.wait(timeout=30)
         if sweeper is not None:
             sweeper.send_signal(signal.SIGTERM)
             sweeper.wait(timeout=30)
-        stop(frozen, *([healthy] if healthy else []))
+        stop(*([healthy] if healthy else []))
     assert took <= lease + tick + 2, f"recovered after {took:.1f}s"
     step = Step.objects.get(instance_id=iid, kind="task")
     assert (step.crashes, step.output) == (1, 2), "one crash; the second claim completed"
