@@ -54,7 +54,8 @@ LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 # --- claiming (worker) ------------------------------------------------------------------------
 # Claim up to {limit} due ready steps, mark their pending instances running, and return each
 # step's row with its instance's status (before this statement), graph, input, hook, whether
-# this statement started it, its queue and priority.
+# this statement started it, its queue and priority, and the step's crashes (lost leases: a
+# worker runs a step that crashed before alone, Worker._isolate_suspect).
 # The SELECT walks durable_step_ready (partial: status = 'ready', ordered by priority DESC,
 # run_at: the most urgent due step first) and skips rows another transaction has locked; the
 # instance rows are read by primary key. Steps of limited queues (a concurrency or a rate,
@@ -85,7 +86,7 @@ _CLAIM_REST = f"""), claimed AS (
         lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
     FROM picked
     WHERE s.id = picked.id
-    RETURNING {step_columns("s")}
+    RETURNING {step_columns("s")}, s.crashes
 ), started AS (
     UPDATE {INSTANCE}
     SET status = 'running', started_at = %(now)s
@@ -96,8 +97,9 @@ _CLAIM_REST = f"""), claimed AS (
     )
     RETURNING id
 )
-SELECT c.*, i.status, i.graph, i.input, i.on_failure,
-    EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id), i.queue, i.priority
+SELECT {step_columns("c")}, i.status, i.graph, i.input, i.on_failure,
+    EXISTS (SELECT 1 FROM started WHERE started.id = c.instance_id), i.queue, i.priority,
+    c.crashes
 """
 _CLAIM = (
     _CLAIM_PICK
@@ -247,6 +249,26 @@ RENEW_LEASES = (
 RELEASE_STEP = (
     f"UPDATE {STEP} SET status = 'ready', run_at = %s, lease_owner = '',"
     " lease_expires_at = NULL WHERE id = %s AND status = 'running' AND attempts = %s"
+)
+
+# Hand back claimed steps this worker will not run (a claim that took a step lost to a crash
+# before runs that one alone: Worker._isolate_suspect), and wake the workers. Each step is
+# fenced by its claim (running, this claim's token, this worker), and gets back the attempt
+# its claim charged: it never started, so its attempts keep counting only the claims that
+# ran it or were lost with their worker. Giving the token back is safe because this worker,
+# its only holder, never uses it; and a later claim that takes the same token again can only
+# follow this statement (a lease recovery in between leaves the step at this token, so the
+# next claim takes the one above). run_at stays: the steps keep their place, the most urgent
+# ready work, for any worker at once; started_at is cleared when no claim ran them before.
+# Primary key.
+HAND_BACK_STEPS = (
+    f"WITH back AS (UPDATE {STEP} AS s SET status = 'ready', attempts = s.attempts - 1,"
+    " lease_owner = '', lease_expires_at = NULL,"
+    " started_at = CASE WHEN s.attempts = 1 THEN NULL ELSE s.started_at END"
+    " FROM unnest(%s::bigint[], %s::int[]) AS h(id, token)"
+    " WHERE s.id = h.id AND s.status = 'running' AND s.attempts = h.token"
+    " AND s.lease_owner = %s RETURNING s.id)"
+    f" SELECT count(*), pg_notify('{NOTIFY_CHANNEL}', '') FROM back HAVING count(*) > 0"
 )
 
 # A step's timeout bounds its statements too, for this transaction only. No table.

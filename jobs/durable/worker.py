@@ -96,6 +96,12 @@ ATTEMPT_LOG_SIZE = 20
 LIMITED_REFRESH = 2.0
 # Seconds between an idle worker's looks for due periodic workflows.
 SCHEDULE_CHECK = 5.0
+# A claim row: the step's fields, then its instance's status, graph, input, hook, whether the
+# claim started it, queue and priority, then the step's crashes (statements._CLAIM_REST).
+_ROW_INSTANCE_STATUS = len(STEP_FIELDS)
+_ROW_PRIORITY = len(STEP_FIELDS) + 6
+_ROW_CRASHES = len(STEP_FIELDS) + 7
+_ROW_ATTEMPTS = STEP_FIELDS.index("attempts")
 
 
 class ConnectionLost(Exception):
@@ -256,7 +262,8 @@ class Worker:
         (``queues.claim_limited``, one short transaction per queue tried). When they yield
         nothing after all (another worker is claiming from them, or their limits were reached
         meanwhile), the plain claim runs again without that bound, so a worker never idles
-        while steps are ready.
+        while steps are ready. When the claim took a step lost to a crash before among others,
+        only that step is returned, the others handed back (:meth:`_isolate_suspect`).
         """
         now = now or self.clock()
         params = self._claim_params(now)
@@ -265,7 +272,7 @@ class Worker:
             rows += self._claim_from_limited(urgent, limit - len(rows), params)
             if not rows:
                 rows = self._claim_plain(limit, params, bounded=False)[0]
-        return self._claimed(rows, now)
+        return self._claimed(self._isolate_suspect(rows)[0], now)
 
     def _claim_plain(
         self, limit: int, params: dict[str, Any], *, bounded: bool = True
@@ -324,6 +331,38 @@ class Worker:
     def _served_limited(self) -> list[str]:
         limited = self._limited_queues()
         return [q for q in limited if self.queues is None or q in self.queues]
+
+    def _isolate_suspect(
+        self, rows: list[tuple], chained: list[StepRow] | None = None
+    ) -> tuple[list[tuple], list[StepRow]]:
+        """A step lost to a crash before (``crashes`` > 0) runs alone: when the claim ``rows``
+        (with the steps ``chained`` to run beside them) are more than one step and some
+        crashed before, keep the most urgent of those and hand every other step back at once
+        (``statements.HAND_BACK_STEPS``: fenced by this claim, its attempt given back, a
+        NOTIFY sent), in the transaction the claim ran in when there is one (a group's). So a
+        step that kills its worker every time costs the steps grouped with it one crash, its
+        first, and then crashes alone until ACURIO_MAX_CRASHES fails it. Rows of finished
+        instances stay (:meth:`_claimed` cancels them). Returns the rows and chained steps
+        left to run; without a crashed step, the arguments, and no statement is sent."""
+        chained = chained or []
+        runnable = [row for row in rows if row[_ROW_INSTANCE_STATUS] in UNFINISHED_INSTANCE]
+        suspects = [row for row in runnable if row[_ROW_CRASHES]]
+        if not suspects or len(runnable) + len(chained) < 2:
+            return rows, chained
+        keep = min(suspects, key=lambda row: (-(row[_ROW_PRIORITY] or 0), row[0]))
+        back = [row for row in runnable if row is not keep]
+        ids = [row[0] for row in back] + [step.id for step in chained]
+        tokens = [row[_ROW_ATTEMPTS] for row in back] + [step.attempts for step in chained]
+        with connection.cursor() as cursor:
+            cursor.execute(statements.HAND_BACK_STEPS, [ids, tokens, self.worker_id])
+        logger.info(
+            "step %s lost its worker %s time(s) before: it runs alone; %s step(s) handed back",
+            keep[0],
+            keep[_ROW_CRASHES],
+            len(ids),
+        )
+        finished = [row for row in rows if row[_ROW_INSTANCE_STATUS] not in UNFINISHED_INSTANCE]
+        return [keep, *finished], []
 
     def _claimed(self, rows: list[tuple], now: datetime) -> list[StepRow]:
         """The steps of committed claim rows that may run (run with no transaction open)."""
@@ -454,7 +493,9 @@ class Worker:
         Each step still commits exactly once: its writes and its checkpoint are in its
         savepoint, and the savepoint's changes commit with the transaction or not at all (a
         crash before the commit leaves every step of the group to lease recovery, to be run
-        again from its last checkpoint). A step that raises, or whose claim was lost (fenced),
+        again from its last checkpoint; each then has a crash counted, and a step with one
+        runs alone when next claimed, so a step that kills its worker every time does not
+        take its group-mates down again: :meth:`_isolate_suspect`). A step that raises, or whose claim was lost (fenced),
         rolls back to its own savepoint only; its failure is recorded after the commit, as
         :meth:`execute` does. Steps that need more than a savepoint (a timeout bounding the
         transaction's statements, a kind run outside a transaction, a hand-back to another
@@ -559,6 +600,12 @@ class Worker:
                     if plan["txn"].chained is not None:
                         chained.append(plan["txn"].chained)
                 claimed = self._claim_next(None, chain, claim_up_to - len(chained))
+                if claimed is not None:
+                    # A step that crashed before runs alone; the others go back, handed back
+                    # in this transaction: they are never seen claimed, and a crash before
+                    # its commit leaves them ready, as it leaves the claim undone.
+                    rows, chained = self._isolate_suspect(claimed[0], chained)
+                    claimed = (rows, claimed[1])
                 if notify:
                     with connection.cursor() as cursor:
                         cursor.execute(statements.NOTIFY)
