@@ -495,9 +495,9 @@ class Worker:
         crash before the commit leaves every step of the group to lease recovery, to be run
         again from its last checkpoint; each then has a crash counted, and a step with one
         runs alone when next claimed, so a step that kills its worker every time does not
-        take its group-mates down again: :meth:`_isolate_suspect`). A step that raises, or whose claim was lost (fenced),
-        rolls back to its own savepoint only; its failure is recorded after the commit, as
-        :meth:`execute` does. Steps that need more than a savepoint (a timeout bounding the
+        take its group-mates down again: :meth:`_isolate_suspect`). A step that raises, or
+        whose claim was lost (fenced), rolls back to its own savepoint only; its failure is
+        recorded after the commit, as :meth:`execute` does. Steps that need more than a savepoint (a timeout bounding the
         transaction's statements, a kind run outside a transaction, a hand-back to another
         code version) are run one by one with :meth:`execute` afterwards. Returns counts.
 
