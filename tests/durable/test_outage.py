@@ -13,17 +13,66 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from jobs.models import SweeperHeartbeat
 from tests.processes import ROOT, child_env
 
 pytestmark = pytest.mark.slow
 
 TICK = 0.3
+WATCHED_TICKS = 5  # ticks watched after the database is back
+
+
+class Output:
+    """A child's output, read line by line in a thread as it comes."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._reader.start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        """Until a line contains ``text``; a deadline for liveness, not a speed assertion."""
+        with self._changed:
+            if not self._changed.wait_for(
+                lambda: any(text in line for line in self.lines), timeout=timeout
+            ):
+                raise AssertionError(f"no line with {text!r} in:\n" + "\n".join(self.lines))
+
+    def join(self) -> str:
+        """All of it, once the child has closed its output."""
+        self._reader.join(timeout=60)
+        return "\n".join(self.lines)
+
+
+def last_tick(url: str):
+    """The sweeper's last tick (its heartbeat row), or None before its first."""
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        row = conn.execute(f"SELECT max(last_tick_at) FROM {SweeperHeartbeat._meta.db_table}")
+        return row.fetchone()[0]
+
+
+def wait_for(predicate, what: str, timeout: float = 60) -> None:
+    """Poll until ``predicate()``; a deadline for liveness, not a speed assertion."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -73,17 +122,25 @@ def test_sweeper_logs_one_line_per_tick_while_the_database_is_down(stoppable_pos
         stderr=subprocess.STDOUT,
         text=True,
     )
+    output = Output(proc)
     try:
-        time.sleep(4)  # up and ticking
+        wait_for(lambda: last_tick(url) is not None, "the sweeper's first tick")  # up, ticking
         ctl("stop")
         down = 3.0
         time.sleep(down)
         ctl("start")
-        time.sleep(3)
+        output.wait_for("database reachable again")
+        # Keep watching for a while (a second "reachable again" line would fail below).
+        watched_until = datetime.now(UTC) + timedelta(seconds=WATCHED_TICKS * TICK)
+        wait_for(
+            lambda: last_tick(url) >= watched_until,
+            f"{WATCHED_TICKS} more ticks",
+        )
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     finally:
         proc.kill()
+    out = output.join()
     lines = out.splitlines()
     unreachable = [line for line in lines if "database unreachable" in line]
     # One line per tick while down: about down / TICK of them (the stop and start themselves
