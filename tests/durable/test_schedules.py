@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from datetime import timedelta
 
 import pytest
@@ -102,11 +101,12 @@ def test_upkeep_starts_due_schedules_and_applies_retention(clock, settings):
 
 
 RACE = """
+import sys
 import time
 from jobs.durable import run_due_schedules
-go = {go}
-time.sleep(max(0, go - time.time()))
-end = time.time() + 1.5  # each process keeps looking for a while, whenever it got here
+print("ready", flush=True)
+sys.stdin.readline()  # the go, once every process is ready
+end = time.time() + 1.5  # each process keeps looking for a while
 started = 0
 while time.time() < end:
     started += run_due_schedules()
@@ -115,19 +115,32 @@ print("started", started)
 
 
 def race(processes: int = 3) -> int:
-    code = RACE.format(go=time.time() + 4.0)
+    """``processes`` shells started at once, all let go together once each is set up."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "manage.py", "shell", "-c", code],
+            [sys.executable, "manage.py", "shell", "-c", RACE],
             cwd=ROOT,
             env=child_env(),
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for _ in range(processes)
     ]
-    outputs = [p.communicate(timeout=60) for p in procs]
+    try:
+        for p in procs:  # a barrier: each is set up and waiting for the go
+            lines = []
+            while (line := p.stdout.readline()) not in ("ready\n", ""):
+                lines.append(line)
+            assert line == "ready\n", (lines, p.stderr.read())
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outputs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
     assert [p.returncode for p in procs] == [0] * processes, outputs
     return sum(
         int(line.split()[1])
