@@ -85,19 +85,21 @@ def private_postgres():
 def test_workers_reconnect_after_postgresql_restarts_and_finish_everything(private_postgres):
     url, restart = private_postgres
     env = child_env(DATABASE_URL=url, ACURIO_LEASE_SECONDS="3", LOG_LEVEL="WARNING")
-    manage("migrate", "--verbosity", "0", env=env)
-    with psycopg.connect(url) as conn:
-        conn.execute(ROWS_DDL)
+    # One child process migrates the fresh database and starts the workflows.
     manage(
         "shell",
         "-c",
+        "from django.core.management import call_command\n"
         "from django.db import transaction\n"
         "from jobs.durable import start, task\n"
+        "call_command('migrate', verbosity=0)\n"
         "flow = task('tests.durable.steps.record_slowly') >> task('tests.durable.steps.record_slowly')"
         " >> task('tests.durable.steps.record_slowly')\n"
         f"with transaction.atomic():\n    [start(flow) for _ in range({WORKFLOWS})]\n",
         env=env,
     )
+    with psycopg.connect(url) as conn:
+        conn.execute(ROWS_DDL)
     done_sql = "SELECT count(*) FROM durable_instance WHERE status = 'completed'"
     procs = [
         subprocess.Popen(
