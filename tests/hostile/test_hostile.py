@@ -2,24 +2,26 @@
 
 Every input of tests/hostile/inputs.py runs through the analysis as the pipeline runs it
 (extract with the deployment's limits, parse with the citation and entry limits, verify, report,
-marked document) in a child process under RLIMIT_AS of 1 GB: a memory regression fails the
-test as a crash instead of exhausting the machine. Two children run at a time. A handful of the
-heaviest go end to end through a real worker, which must survive them and then complete a
-normal job.
+marked document) in a process of its own under RLIMIT_AS of 1 GB: a memory regression fails
+the test as a crash instead of exhausting the machine. Each case's process is forked from one of
+two servers that imported Django and the analysis once (tests/hostile/runner.py), so the suite
+pays the start-up twice, not once per case; two cases run at a time. A handful of the heaviest
+go end to end through a real worker, which must survive them and then complete a normal job.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 
 import pytest
 
 from jobs.models import AnalysisJob, FailureKind, JobStatus
 from tests.hostile.inputs import CASES, SMALL
-from tests.hostile.runner import MEMORY_LIMIT_MB, ROOT, run_case
+from tests.hostile.runner import MEMORY_LIMIT_MB, ROOT, CasePool, CaseServer
 from tests.processes import child_env
 
 # A case's analysis (not the building of its input) must end within this; the slowest, the
@@ -28,11 +30,14 @@ CASE_SECONDS = 120
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[str, dict]:
-    env = child_env()
-    with ThreadPoolExecutor(2) as pool:
-        found = list(pool.map(lambda case: run_case(case.name, env), CASES))
-    return {r["name"]: r for r in found}
+def servers() -> Iterator[CasePool]:
+    with CasePool(child_env(), workers=2) as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def results(servers) -> dict[str, dict]:
+    return {r["name"]: r for r in servers.map(case.name for case in CASES)}
 
 
 def test_there_are_at_least_60_inputs():
@@ -72,11 +77,34 @@ def test_hostile_input_ends_clearly_and_bounded(results, case):
     assert result["peak_rss_mb"] < MEMORY_LIMIT_MB, result
 
 
-def test_the_memory_limit_catches_a_regression():
-    """The child really runs under the limit: an input the limits allow, analysed with 150 MB
-    of address space, ends as a crash (MemoryError), not as a result."""
-    result = run_case("docx-8mb-xml", child_env(), memory_mb=150)
+def test_the_memory_limit_catches_a_regression(servers):
+    """The case's process really runs under the limit: an input the limits allow, analysed
+    with 150 MB of address space, ends as a crash (MemoryError), not as a result."""
+    result = servers.run("docx-8mb-xml", memory_mb=150)
     assert result["outcome"] == "crash", result
+    assert "MemoryError" in result["message"], result
+
+
+# --- The runner itself: probes (tests/hostile/probes.py) whose process dies or hangs ---------
+
+
+def test_a_case_that_dies_or_hangs_is_a_crash_and_the_next_case_runs():
+    """On one server: a segfault, an exit without an answer and a case over its time (killed)
+    each end as a crash that says so, and the server then runs a case as usual."""
+    with CaseServer(child_env()) as server:
+        segfault = server.run("probe-segfault")
+        assert segfault["outcome"] == "crash", segfault
+        assert segfault["message"].startswith("exit -11 (SIGSEGV)"), segfault
+        silent = server.run("probe-silent-exit")
+        assert silent["outcome"] == "crash", silent
+        assert silent["message"].startswith("exit 0:"), silent
+        hang = server.run("probe-hang", timeout=1)
+        assert hang["outcome"] == "crash", hang
+        assert hang["message"] == "no answer within 1 s", hang
+        with pytest.raises(ProcessLookupError):
+            os.kill(hang["pid"], 0)  # killed and reaped
+        after = server.run("some-control-characters")
+        assert after["outcome"] == "ok", after
 
 
 # --- End to end through a worker ---------------------------------------------------------
