@@ -46,14 +46,24 @@ ensure_venv() {
   fi
 }
 
+# The project's bytecode, written once: each process the commands (and the tests) start then
+# reads it instead of compiling every module again, which it does wherever
+# PYTHONDONTWRITEBYTECODE is set (about 0.5 s of CPU per manage.py process here). Quiet, and
+# never fatal: a read-only checkout just compiles in memory as before.
+compile_project() {
+  .venv/bin/python -m compileall -q -j0 -x '(^|/)(\.venv|var|node_modules|\.git)(/|$)' . >/dev/null 2>&1 || true
+}
+
 cmd="${1:-}"; shift || true
 case "$cmd" in
   start)
     ensure_venv requirements.txt
+    compile_project
     exec .venv/bin/python -m acurio.launcher "$@"
     ;;
   test)
     ensure_venv requirements-dev.txt
+    compile_project
     exec .venv/bin/python -m pytest "$@"
     ;;
   exec)
