@@ -61,7 +61,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.peers import common as peer_common  # noqa: E402
-from bench.peers.common import dsn, url  # noqa: E402
+from bench.peers.common import (  # noqa: E402
+    admin_conn,
+    dsn,
+    proc_cpu_ticks,
+    recreate_database,
+    url,
+)
 
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -417,7 +423,7 @@ class Sampler(threading.Thread):
             (self.dbname,),
         ).fetchall()
         for (pid,) in pids:
-            ticks = _proc_cpu_ticks(pid)
+            ticks = proc_cpu_ticks(pid)
             if ticks is not None:
                 self.backend_ticks[pid] = max(ticks, self.backend_ticks.get(pid, 0))
         if self.empty_at is None:
@@ -425,20 +431,6 @@ class Sampler(threading.Thread):
             row = conn.execute(self.remaining_sql).fetchone()
             if row is not None and row[0] == 0:
                 self.empty_at = time.monotonic()
-
-
-def _proc_cpu_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-
-
-def admin_conn(dbname: str = "postgres") -> psycopg.Connection:
-    # No automatic prepared statements: they break behind a transaction pooler (PgBouncer).
-    return psycopg.connect(dsn(dbname), autocommit=True, prepare_threshold=None)
 
 
 _DB_STATS = (
@@ -452,16 +444,6 @@ def database_stats(dbname: str) -> tuple[int, int]:
     with admin_conn() as conn:
         row = conn.execute(_DB_STATS, (dbname,)).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
-
-
-def recreate_database(dbname: str) -> None:
-    if not dbname.startswith(DB_PREFIX):  # never touch anybody else's database
-        raise ValueError(f"refusing to drop {dbname!r}")
-    with admin_conn() as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
 
 
 def run_checked(cmd: Sequence[str], peer: Peer, log: Path) -> None:
@@ -488,7 +470,7 @@ def run_parallel(cmds: Sequence[Sequence[str]], peer: Peer, log: Path) -> None:
 
 
 def prepare(peer: Peer, logdir: Path) -> None:
-    recreate_database(peer.dbname)
+    recreate_database(peer.dbname, DB_PREFIX)
     for cmd in peer.prepare_cmds():
         run_checked(cmd, peer, logdir / f"{peer.key}-prepare.log")
 

@@ -89,7 +89,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.peers.common import HOST, PORT, dsn, url  # noqa: E402
+from bench.peers.common import (  # noqa: E402
+    HOST,
+    PORT,
+    admin_conn,
+    dsn,
+    proc_cpu_ticks,
+    recreate_database,
+    url,
+)
 
 PY = sys.executable
 SCRIPT = Path(__file__).resolve()
@@ -219,15 +227,6 @@ def raw_one_by_one(conn: psycopg.Connection, count: int) -> dict[str, Any]:
     return {"count": count, "seconds": elapsed, "per_s": count / elapsed}
 
 
-def _proc_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-
-
 def server_side(dbname: str) -> tuple[float | None, str]:
     """CPU seconds of the client backends now connected to ``dbname`` (but this one), from
     ``/proc`` (the server runs on this machine), and the synchronous_commit a connection made
@@ -238,7 +237,7 @@ def server_side(dbname: str) -> tuple[float | None, str]:
             " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
         ).fetchall()
         row = conn.execute("SHOW synchronous_commit").fetchone()
-    ticks = [_proc_ticks(pid) for (pid,) in pids]
+    ticks = [proc_cpu_ticks(pid) for (pid,) in pids]
     cpu = None if not ticks or None in ticks else sum(t for t in ticks if t) / CLK_TCK
     return cpu, row[0] if row else "?"
 
@@ -299,28 +298,8 @@ class Run:
     error: str = ""
 
 
-def admin_conn(dbname: str = "postgres") -> psycopg.Connection:
-    return psycopg.connect(dsn(dbname), autocommit=True, prepare_threshold=None)
-
-
-def recreate_database(dbname: str, prefix: str, sync_off: bool = False) -> None:
-    if not dbname.startswith(prefix):  # never touch anybody else's database
-        raise ValueError(f"refusing to drop {dbname!r}")
-    with admin_conn() as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-        if sync_off:
-            conn.execute(
-                sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
-                    sql.Identifier(dbname)
-                )
-            )
-
-
 def prepare(peer: Peer, prefix: str, logdir: Path, sync_off: bool = False) -> None:
-    recreate_database(peer.dbname, prefix, sync_off)
+    recreate_database(peer.dbname, prefix, sync_off=sync_off)
     if peer.prepare_sql:
         with admin_conn(peer.dbname) as conn:
             conn.execute(peer.prepare_sql)

@@ -8,6 +8,10 @@ orchestrator sets, so no peer ever touches another engineer's database.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
 
 HOST = os.environ.get("BENCH_PGHOST", "127.0.0.1")
 PORT = int(os.environ.get("BENCH_PGPORT", "5432"))
@@ -22,3 +26,32 @@ def dsn(dbname: str) -> str:
 def url(dbname: str) -> str:
     """A ``postgres://`` URL (for ``DATABASE_URL``) for ``dbname`` on the benchmark server."""
     return f"postgres://{USER}@{HOST}:{PORT}/{dbname}"
+
+
+def admin_conn(dbname: str = "postgres") -> psycopg.Connection:
+    """An autocommit connection for set-up and counters. No automatic prepared statements:
+    they break behind a transaction pooler (PgBouncer)."""
+    return psycopg.connect(dsn(dbname), autocommit=True, prepare_threshold=None)
+
+
+def recreate_database(dbname: str, prefix: str, *, sync_off: bool = False) -> None:
+    """Drop and create ``dbname``, which must start with ``prefix`` (never anybody else's);
+    ``sync_off``: ``synchronous_commit = off`` for every connection to it (not durable)."""
+    if not dbname.startswith(prefix):
+        raise ValueError(f"refusing to drop {dbname!r}")
+    name = sql.Identifier(dbname)
+    with admin_conn() as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+        if sync_off:
+            conn.execute(sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(name))
+
+
+def proc_cpu_ticks(pid: int) -> int | None:
+    """User + system CPU of a process on this machine, in clock ticks (None: it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
