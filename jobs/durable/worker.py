@@ -497,9 +497,10 @@ class Worker:
         runs alone when next claimed, so a step that kills its worker every time does not
         take its group-mates down again: :meth:`_isolate_suspect`). A step that raises, or
         whose claim was lost (fenced), rolls back to its own savepoint only; its failure is
-        recorded after the commit, as :meth:`execute` does. Steps that need more than a savepoint (a timeout bounding the
-        transaction's statements, a kind run outside a transaction, a hand-back to another
-        code version) are run one by one with :meth:`execute` afterwards. Returns counts.
+        recorded after the commit, as :meth:`execute` does. Steps that need more than a
+        savepoint (a timeout bounding the transaction's statements, a kind run outside a
+        transaction, a hand-back to another code version) are run one by one with
+        :meth:`execute` afterwards. Returns counts.
 
         With ``chain``, each checkpoint may insert its sequence's next task/sql step already
         claimed by this worker (as :meth:`execute` does), and the same transaction then
