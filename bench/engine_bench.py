@@ -64,6 +64,8 @@ from bench.peers import common as peer_common  # noqa: E402
 from bench.peers.common import (  # noqa: E402
     admin_conn,
     dsn,
+    git,
+    package_versions,
     proc_cpu_ticks,
     recreate_database,
     url,
@@ -710,12 +712,7 @@ def environment_lines(engine_source: str) -> list[str]:
             "SELECT name, setting FROM pg_settings WHERE name IN "
             "('shared_buffers', 'synchronous_commit', 'fsync', 'max_connections')"
         ).fetchall()
-    versions = []
-    for dist in ("Django", "psycopg", "django-tasks-db", "procrastinate"):
-        try:
-            versions.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"{dist} (not installed)")
+    versions = package_versions()
     return [
         f"machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
         f"PostgreSQL {row[0] if row else '?'} at {peer_common.HOST}:{peer_common.PORT}, settings: "
@@ -723,10 +720,6 @@ def environment_lines(engine_source: str) -> list[str]:
         "packages: " + ", ".join(versions),
         f"engine code: {engine_source or 'not run'}",
     ]
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def export_head(dest: Path) -> None:
@@ -846,11 +839,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.engine_src == "head":
                     export_head(engine_cwd)
                     engine_source = (
-                        f"`git archive` of main at {_git('rev-parse', '--short', 'HEAD')}"
+                        f"`git archive` of main at {git('rev-parse', '--short', 'HEAD')}"
                     )
                 else:
-                    dirty = _git("status", "--porcelain", "--", "jobs/durable")
-                    engine_source = f"working tree at {_git('rev-parse', '--short', 'HEAD')}" + (
+                    dirty = git("status", "--porcelain", "--", "jobs/durable")
+                    engine_source = f"working tree at {git('rev-parse', '--short', 'HEAD')}" + (
                         " with uncommitted engine changes" if dirty else ""
                     )
                 engine_source += f", taken {dt.datetime.now(dt.UTC):%H:%M:%S} UTC"

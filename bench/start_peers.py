@@ -94,6 +94,8 @@ from bench.peers.common import (  # noqa: E402
     PORT,
     admin_conn,
     dsn,
+    git,
+    package_versions,
     proc_cpu_ticks,
     recreate_database,
     url,
@@ -565,10 +567,6 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -621,12 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "the machine's flush rate: " + fsync_test(data_dir, settings["wal_sync_method"])
         )
     print("\n".join(facts), flush=True)
-    versions = []
-    for dist in ("Django", "psycopg", "django-tasks-db", "procrastinate"):
-        try:
-            versions.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"{dist} (not installed)")
+    versions = package_versions()
     facts.append("packages: " + ", ".join(versions))
 
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
@@ -641,14 +634,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"logs: {logdir}", flush=True)
 
         if "engine" in peers:
-            head = _git("rev-parse", "--short", "HEAD")
+            head = git("rev-parse", "--short", "HEAD")
             if args.engine_src == "head":
                 from bench.engine_bench import export_head
 
                 export_head(engine_cwd)
                 source = f"`git archive` of main at {head}"
             else:
-                dirty = _git("status", "--porcelain", "--", "jobs/durable")
+                dirty = git("status", "--porcelain", "--", "jobs/durable")
                 source = f"working tree at {head}" + (
                     " with uncommitted engine changes" if dirty else ""
                 )

@@ -8,6 +8,8 @@ orchestrator sets, so no peer ever touches another engineer's database.
 from __future__ import annotations
 
 import os
+import subprocess
+from importlib import metadata
 from pathlib import Path
 
 import psycopg
@@ -55,3 +57,24 @@ def proc_cpu_ticks(pid: int) -> int | None:
         return None
     fields = stat.rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+# The packages whose versions a benchmark's report names.
+PACKAGES = ("Django", "psycopg", "django-tasks-db", "procrastinate")
+
+
+def package_versions() -> list[str]:
+    """``"name version"`` of each of PACKAGES (or that it is not installed)."""
+    versions = []
+    for dist in PACKAGES:
+        try:
+            versions.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{dist} (not installed)")
+    return versions
+
+
+def git(*args: str) -> str:
+    """What ``git ARGS`` prints in the repository, stripped (empty on failure)."""
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
