@@ -51,7 +51,7 @@ ensure_venv() {
 # PYTHONDONTWRITEBYTECODE is set (about 0.5 s of CPU per manage.py process here). Quiet, and
 # never fatal: a read-only checkout just compiles in memory as before.
 compile_project() {
-  .venv/bin/python -m compileall -q -j0 -x '(^|/)(\.venv|var|node_modules|\.git)(/|$)' . >/dev/null 2>&1 || true
+  .venv/bin/python -m compileall -q -x '(^|/)(\.venv|var|node_modules|\.git)(/|$)' . >/dev/null 2>&1 || true
 }
 
 cmd="${1:-}"; shift || true
