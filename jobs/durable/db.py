@@ -39,11 +39,27 @@ def execute_prepared(sql: str, params: Any) -> list[tuple]:
     """
     db = connections[DEFAULT_DB_ALIAS]  # this thread's connection, looked up once
     db.ensure_connection()
-    with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
+    with db.wrap_database_errors:
+        cursor = _cursor(db)
         cursor.execute(sql, params, prepare=True)
         # The result's status, not ``cursor.description`` (which builds a Column per field).
         result = cursor.pgresult
         return cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+
+
+def _cursor(db: Any) -> psycopg.Cursor:
+    """The psycopg cursor execute_prepared() sends through, one per open connection.
+
+    A cursor of its own per call cost some 40 µs of client CPU (its adapters are copied from
+    the connection's), a quarter of a one-row statement's round trip. A Django connection
+    belongs to one thread, and so does its cursor; a new connection (after a close or a
+    reconnect) gets a new one. The cursor keeps the last result until the next statement."""
+    raw = db.connection
+    cursor = db.__dict__.get("_durable_cursor")
+    if cursor is None or cursor.connection is not raw or cursor.closed:
+        cursor = psycopg.Cursor(raw)
+        db.__dict__["_durable_cursor"] = cursor
+    return cursor
 
 
 def decode_json(raw: Any) -> Any:

@@ -318,6 +318,35 @@ def test_the_workers_hot_statements_are_prepared_on_the_server():
     assert "LIMIT 1\n" in claim_sql(1) and "LIMIT 5\n" in claim_sql(5)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_execute_prepared_keeps_one_cursor_per_connection_and_survives_errors_and_reconnects():
+    """execute_prepared() sends through one psycopg cursor per open connection: a failed
+    statement leaves it usable (and raises Django's exception), a closed connection's is
+    replaced, and a statement still joins the caller's transaction."""
+    from django.db import IntegrityError, connections, transaction
+
+    from jobs.durable.db import execute_prepared
+
+    db = connections["default"]  # the connection itself, not the proxy
+    assert execute_prepared("SELECT %s::int + 1", [1]) == [(2,)]
+    first = db.__dict__["_durable_cursor"]
+    assert execute_prepared("SELECT %s::text", ["x"]) == [("x",)]
+    assert db.__dict__["_durable_cursor"] is first
+    with pytest.raises(IntegrityError), transaction.atomic():
+        execute_prepared("CREATE TEMP TABLE prep_t (id int PRIMARY KEY)", [])
+        execute_prepared("INSERT INTO prep_t VALUES (%s), (%s)", [1, 1])
+    assert execute_prepared("SELECT %s::int", [3]) == [(3,)]  # after the rollback
+    with pytest.raises(transaction.TransactionManagementError), transaction.atomic():
+        execute_prepared("CREATE TEMP TABLE prep_u (id int)", [])
+        execute_prepared("INSERT INTO prep_u VALUES (%s)", [1])
+        raise transaction.TransactionManagementError("roll back")
+    assert execute_prepared("SELECT count(*) FROM pg_class WHERE relname = 'prep_u'", []) == [(0,)]
+    connection.close()
+    assert execute_prepared("SELECT %s::int", [4]) == [(4,)]
+    assert db.__dict__["_durable_cursor"] is not first
+    assert first.connection.closed
+
+
 @pytest.mark.parametrize(("value", "expected"), [(None, "2147483647"), ("0", "None")])
 def test_prepared_statements_can_be_turned_off_for_a_pooler(value, expected):
     env = child_env(DEBUG="1")
