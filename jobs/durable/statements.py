@@ -64,6 +64,10 @@ LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 # while waiting for the instance's would take the locks in the reverse of cancel()'s order
 # (instance, then its steps) and could deadlock. An instance it skipped is marked running by
 # MARK_INSTANCE_RUNNING afterwards, with no lock of the claim held.
+# A claim takes steps of one priority only, the most urgent it found: a group of steps runs
+# and commits together (Worker.execute_group), so a priority-9 step claimed with nine others
+# would wait for them. The others it picked stay ready; their row locks go with the claim's
+# transaction (the statement in autocommit, or the group's commit right after it).
 # The LIMIT is written into the text (claim_sql): with a ``LIMIT $n`` parameter PostgreSQL's
 # generic plan of the prepared statement assumes many rows and scans both tables whole, so it
 # would re-plan the statement at every claim instead.
@@ -72,7 +76,7 @@ LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
 # without DATABASE_DIRECT_URL leaves no setting (jobs.durable.sessions).
 _CLAIM_PICK = f"""
 WITH picked AS (
-    SELECT id, instance_id FROM {STEP}
+    SELECT id, instance_id, priority FROM {STEP}
     WHERE status = 'ready' AND run_at <= %(now)s {{queues}}
     ORDER BY priority DESC, run_at, id
     LIMIT {{limit:d}}
@@ -85,7 +89,7 @@ _CLAIM_REST = f"""), claimed AS (
         code_version = %(version)s,
         lease_expires_at = %(expires)s, started_at = COALESCE(s.started_at, %(now)s)
     FROM picked
-    WHERE s.id = picked.id
+    WHERE s.id = picked.id AND picked.priority = (SELECT max(priority) FROM picked)
     RETURNING {step_columns("s")}, s.crashes
 ), started AS (
     UPDATE {INSTANCE}
@@ -136,7 +140,7 @@ WITH startable AS (
         COALESCE(array_agg(priority ORDER BY priority DESC, name), '{{{{}}}}') AS priorities
     FROM startable
 ), picked AS (
-    SELECT id, instance_id FROM {STEP}
+    SELECT id, instance_id, priority FROM {STEP}
     WHERE status = 'ready' AND run_at <= %(now)s {{queues}}
         AND priority > COALESCE((SELECT priority FROM urgent), -1)
     ORDER BY priority DESC, run_at, id
@@ -167,7 +171,7 @@ WITH running AS (
     WHERE r.queue = %(queue)s AND r.status = 'running' AND r.lease_expires_at IS NOT NULL
     GROUP BY i.owner_id
 ), picked AS (
-    SELECT s.id, s.instance_id FROM {STEP} AS s
+    SELECT s.id, s.instance_id, s.priority FROM {STEP} AS s
     JOIN {INSTANCE} AS o ON o.id = s.instance_id
     LEFT JOIN running ON running.owner_id IS NOT DISTINCT FROM o.owner_id
     WHERE s.status = 'ready' AND s.run_at <= %(now)s AND s.queue = %(queue)s

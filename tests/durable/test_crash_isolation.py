@@ -35,8 +35,12 @@ def t(name: str, **options) -> object:
 
 
 def crash_once(clock, *handles) -> None:
-    """Claim the first step of each instance (with nothing else ready) and lose the worker."""
-    Worker(worker_id="lost", lease_seconds=5, group=len(handles)).claim(len(handles))
+    """Claim the first step of each instance (with nothing else ready) and lose the worker.
+    (A claim takes one priority at a time: one claim per priority among them.)"""
+    lost = Worker(worker_id="lost", lease_seconds=5, group=len(handles))
+    claimed = 0
+    while claimed < len(handles) and (steps := lost.claim(len(handles) - claimed)):
+        claimed += len(steps)
     clock.shift(6)
     assert recover_expired_leases() == len(handles)
 
@@ -82,7 +86,9 @@ def test_a_claim_that_takes_a_crashed_step_runs_it_alone_and_hands_back_the_othe
     with time_machine.travel("2026-01-05 10:00:00Z", tick=False) as clock:
         suspect = start(t("record"))
         crash_once(clock, suspect)
-        others = [start(t("record"), priority=5) for _ in range(3)]  # more urgent
+        # Of the same priority: a claim takes one priority only (a more urgent step would be
+        # claimed without the suspect).
+        others = [start(t("record")) for _ in range(3)]
         with connection.cursor() as cursor:
             cursor.execute("LISTEN durable_ready")
         list(connection.connection.notifies(timeout=0))  # the starts' wake-ups

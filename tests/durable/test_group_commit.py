@@ -49,6 +49,22 @@ def test_a_step_fenced_in_a_group_leaves_nothing_and_the_others_commit():
     assert [r[0] for r in rows("kept")] == [keep.id]
 
 
+def test_a_group_holds_steps_of_one_priority_so_an_urgent_step_never_waits_for_others():
+    """A group commits together, so a claim takes the most urgent priority it finds and
+    nothing below it: an urgent step is not held back by the steps grouped with it."""
+    low = [start(task(Q + "write"), priority=0) for _ in range(4)]
+    urgent = [start(task(Q + "write"), priority=9) for _ in range(2)]
+    worker = Worker(worker_id="g", chain=False, group=6)
+    claimed = worker.claim(6)
+    assert sorted(s.instance_id for s in claimed) == sorted(urgent)
+    assert set(Step.objects.filter(instance_id__in=low).values_list("status", flat=True)) == {
+        "ready"
+    }
+    worker.execute_group(claimed)
+    assert [status(h) for h in urgent] == ["completed"] * 2
+    assert {s.instance_id for s in worker.claim(6)} == set(low)  # then the rest, together
+
+
 def test_the_group_size_is_checked():
     with pytest.raises(ValueError, match="group"):
         Worker(group=0)
