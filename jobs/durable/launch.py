@@ -162,7 +162,7 @@ def prepare(
         if not callable(hook):
             raise DefinitionError(f"on_failure {on_failure!r} is not callable")
     check_queue_name(queue)
-    check_priority(priority)
+    check_priority(priority, queue)
     if run_at is not None and delay is not None:
         raise DefinitionError("give run_at= or delay=, not both")
     if delay is not None:

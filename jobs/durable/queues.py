@@ -5,6 +5,7 @@ with that priority (copied onto each step row). A queue needs no declaration; de
 gives it limits::
 
     Queue("resolver", concurrency=4, rate=(10, 1.0))   # at most 4 running, 10 starts a second
+    Queue("mail", priority_levels=3)                   # priorities 0 to 2 only
 
 or in settings, ``ACURIO_DURABLE_QUEUES = {"resolver": {"concurrency": 4, "rate": [10, 1.0]}}``.
 
@@ -19,6 +20,10 @@ claims a limited queue's next step itself), so every start of such a step is cou
 
 Priorities: 0 (the default) to 9, higher first; the claim takes the most urgent due step of
 the queues it serves. Across queues, a worker tries its limited queues first, then the rest.
+A queue declared with ``priority_levels=n`` takes priorities 0 to n-1 only: a start with a
+higher one is refused (DefinitionError), so a caller's "urgent" cannot jump ahead where the
+queue's owner allows no levels above "normal". The check reads this process's declarations
+(code and settings), as every start does, without a query.
 """
 
 from __future__ import annotations
@@ -46,15 +51,28 @@ _declared: dict[str, Queue] = {}
 class Queue:
     """A queue's limits: ``concurrency`` steps running at once across all workers, ``rate``
     ``(count, seconds)`` step starts per period; ``fair``: within a priority, the owner with
-    the fewest steps of the queue running goes first (``statements.claim_sql``)."""
+    the fewest steps of the queue running goes first (``statements.claim_sql``);
+    ``priority_levels``: the priorities a start into the queue may give, 0 to n-1 (1 to 10;
+    10, the default, allows them all)."""
 
     name: str
     concurrency: int | None = None
     rate: tuple[int, float] | None = None
     fair: bool = False
+    priority_levels: int = len(PRIORITIES)
 
     def __post_init__(self) -> None:
         check_queue_name(self.name)
+        levels = self.priority_levels
+        if (
+            not isinstance(levels, int)
+            or isinstance(levels, bool)
+            or not (1 <= levels <= len(PRIORITIES))
+        ):
+            raise DefinitionError(
+                f"Queue({self.name!r}): priority_levels must be an integer from 1 to"
+                f" {len(PRIORITIES)}"
+            )
         if self.concurrency is not None and (
             not isinstance(self.concurrency, int)
             or isinstance(self.concurrency, bool)
@@ -86,9 +104,17 @@ def check_queue_name(name: Any) -> str:
     return name
 
 
-def check_priority(priority: Any) -> int:
+def check_priority(priority: Any, queue: str = DEFAULT_QUEUE) -> int:
+    """A start's priority: 0 to 9, and within the levels of its queue's declaration."""
     if not isinstance(priority, int) or isinstance(priority, bool) or priority not in PRIORITIES:
         raise DefinitionError(f"priority {priority!r} must be an integer from 0 to 9")
+    if priority:  # 0 is within every queue's levels: the common start reads nothing more
+        declared = declared_queues().get(queue)
+        if declared is not None and priority >= declared.priority_levels:
+            raise DefinitionError(
+                f"queue {queue!r} has {declared.priority_levels} priority level(s), 0 to"
+                f" {declared.priority_levels - 1}: priority {priority} is not one of them"
+            )
     return priority
 
 

@@ -44,6 +44,9 @@ def test_queue_declarations_are_checked():
         ({"rate": (0, 1.0)}, "rate"),
         ({"rate": (5, 0)}, "rate"),
         ({"rate": 5}, "rate"),
+        ({"priority_levels": 0}, "priority_levels"),
+        ({"priority_levels": 11}, "priority_levels"),
+        ({"priority_levels": True}, "priority_levels"),
     ]:
         with pytest.raises(DefinitionError, match=message):
             Queue("bad", **limits)
@@ -59,6 +62,30 @@ def test_settings_declare_queues_too(settings):
     sync_queues(timezone.now(), [queue])
     row = QueueState.objects.get(name="resolver")
     assert (row.concurrency, row.rate_count, row.rate_seconds, row.tokens) == (4, 10, 1.0, 10)
+
+
+def test_a_queue_takes_only_the_priority_levels_it_declares(declare, settings):
+    from jobs.durable import schedule
+
+    declare("mail", priority_levels=3)
+    flow = task("tests.durable.steps.record")
+    assert Instance.objects.get(pk=start(flow, queue="mail", priority=2).id).priority == 2
+    for attempt in (
+        lambda: start(flow, queue="mail", priority=3),
+        lambda: start_many(flow, [{}, {}], queue="mail", priority=9),
+        lambda: schedule("mail-nightly", flow, cron="0 3 * * *", queue="mail", priority=5),
+    ):
+        with pytest.raises(
+            DefinitionError, match=r"queue 'mail' has 3 priority level\(s\), 0 to 2"
+        ):
+            attempt()
+    assert Instance.objects.filter(queue="mail").count() == 1
+    start(flow, queue="other", priority=9)  # an undeclared queue takes every priority
+    settings.ACURIO_DURABLE_QUEUES = {"bulk": {"priority_levels": 1}}
+    start(flow, queue="bulk")
+    with pytest.raises(DefinitionError, match="queue 'bulk' has 1 priority level"):
+        start(flow, queue="bulk", priority=1)
+    queues_module._declared.pop("bulk", None)
 
 
 def test_a_limited_queue_never_runs_more_than_its_concurrency(declare):
