@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -40,6 +41,25 @@ def spawn_worker(*args: str, **env: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def wait_started(proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Until a ``spawn_worker`` process logs that it started: its SIGTERM handler is installed
+    by then (a SIGTERM sent earlier, while Django is still loading, kills it outright).
+    Reads its stdout up to that line."""
+    seen: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            seen.append(line)
+            if " started (code version " in line:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive() or not seen or " started (" not in seen[-1]:
+        raise AssertionError("the worker did not start:\n" + "".join(seen))
 
 
 def run_manage(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:

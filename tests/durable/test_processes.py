@@ -16,7 +16,7 @@ from django.db import connection
 
 from jobs.durable import Worker, fan_out, recover_expired_leases, start, status, task
 from jobs.durable.models import Instance, Step
-from tests.durable.support import rows, run_manage, spawn_worker, wait_for
+from tests.durable.support import rows, run_manage, spawn_worker, wait_for, wait_started
 from tests.processes import ROOT, child_env, database_url
 
 pytestmark = [
@@ -216,6 +216,10 @@ def test_four_workers_never_run_a_step_twice(checkpoint_log):
         start(flow, input={"count": 4})
     procs = [spawn_worker("--poll-interval", "0.2") for _ in range(4)]
     try:
+        # Each ready for SIGTERM: on a loaded machine three may finish the work before the
+        # fourth has loaded Django.
+        for proc in procs:
+            wait_started(proc)
         wait_for(lambda: unfinished() == 0, timeout=120, what="all instances")
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
